@@ -1,0 +1,66 @@
+// Command paylab is the operator tool of the paylab reference system.
+//
+//	paylab migrate   create the databases and roles, apply migrations
+//	paylab topics    create the Kafka topics
+//	paylab init      both of the above (the one-shot init of docker compose)
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `paylab: operator tool of the paylab reference system
+
+usage: paylab <command>
+
+commands:
+  migrate   create the three databases and their roles, apply migrations
+  topics    create the Kafka topics
+  init      migrate, then topics
+
+Settings come from the environment; see the README's configuration table.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if errors.Is(err, errUsage) {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "paylab: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	switch args[0] {
+	case "migrate":
+		return runMigrate(ctx, out)
+	case "topics":
+		return runTopics(ctx, out)
+	case "init":
+		if err := runMigrate(ctx, out); err != nil {
+			return err
+		}
+		return runTopics(ctx, out)
+	case "help", "-h", "--help":
+		fmt.Fprint(out, usage)
+		return nil
+	default:
+		return errUsage
+	}
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/IBM/sarama"
+	"github.com/caarlos0/env/v11"
+
+	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/migrate"
+)
+
+// setupConfig is the configuration of migrate, topics and init.
+type setupConfig struct {
+	AdminDatabaseURL      string `env:"PAYLAB_ADMIN_DATABASE_URL" envDefault:"postgres://postgres:postgres@127.0.0.1:55432/postgres?sslmode=disable"`
+	OrdersDBPassword      string `env:"ORDERS_DB_PASSWORD" envDefault:"orders"`
+	LedgerDBPassword      string `env:"LEDGER_DB_PASSWORD" envDefault:"ledger"`
+	NotificationsPassword string `env:"NOTIFICATIONS_DB_PASSWORD" envDefault:"notifications"`
+	KafkaBrokers          string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
+	TopicPartitions       int32  `env:"ORDER_EVENTS_PARTITIONS" envDefault:"6"`
+}
+
+func loadSetupConfig() (setupConfig, error) {
+	cfg, err := env.ParseAs[setupConfig]()
+	if err != nil {
+		return cfg, fmt.Errorf("configuration: %w", err)
+	}
+	if cfg.TopicPartitions < 1 {
+		return cfg, fmt.Errorf("configuration: ORDER_EVENTS_PARTITIONS must be at least 1, got %d", cfg.TopicPartitions)
+	}
+	return cfg, nil
+}
+
+func runMigrate(ctx context.Context, out io.Writer) error {
+	cfg, err := loadSetupConfig()
+	if err != nil {
+		return err
+	}
+	dbs := []migrate.Database{
+		{Name: "orders", Role: "orders", Password: cfg.OrdersDBPassword},
+		{Name: "ledger", Role: "ledger", Password: cfg.LedgerDBPassword},
+		{Name: "notifications", Role: "notifications", Password: cfg.NotificationsPassword},
+	}
+	if err := migrate.Bootstrap(ctx, cfg.AdminDatabaseURL, dbs); err != nil {
+		return err
+	}
+	for _, db := range dbs {
+		dbURL, err := migrate.URL(cfg.AdminDatabaseURL, db.Name, db.Role, db.Password)
+		if err != nil {
+			return err
+		}
+		version, err := migrate.Up(ctx, dbURL, db.Name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "migrated %s to version %d (role %s)\n", db.Name, version, db.Role)
+	}
+	return nil
+}
+
+func runTopics(_ context.Context, out io.Writer) error {
+	cfg, err := loadSetupConfig()
+	if err != nil {
+		return err
+	}
+	admin, err := sarama.NewClusterAdmin(broker.SplitBrokers(cfg.KafkaBrokers), broker.Config("paylab-cli"))
+	if err != nil {
+		return fmt.Errorf("connecting to Kafka at %s: %w", cfg.KafkaBrokers, err)
+	}
+	defer admin.Close()
+	for _, topic := range []string{broker.OrderEvents, broker.OrderEventsDeadLetter} {
+		if err := broker.EnsureTopic(admin, topic, cfg.TopicPartitions); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "topic %s ready\n", topic)
+	}
+	return nil
+}

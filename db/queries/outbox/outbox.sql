@@ -1,0 +1,4 @@
+-- name: InsertEvent :exec
+INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+                    sequence, topic, payload, headers, occurred_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);

@@ -1,0 +1,68 @@
+// Package broker holds paylab's Kafka conventions: the client configuration
+// every component starts from, and the topics the system needs.
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/IBM/sarama"
+)
+
+// Version is the Kafka protocol version paylab speaks. Kafka 4 removed the
+// oldest protocol versions, so it is set explicitly rather than left to
+// sarama's conservative default.
+var Version = sarama.V4_0_0_0
+
+// Topic names. Events of one order share a key (the order id) and therefore a
+// partition, which keeps them in order.
+const (
+	OrderEvents           = "order-events"
+	OrderEventsDeadLetter = "order-events.dlq"
+)
+
+// Config returns a sarama configuration with paylab's defaults.
+func Config(clientID string) *sarama.Config {
+	cfg := sarama.NewConfig()
+	cfg.Version = Version
+	cfg.ClientID = clientID
+	return cfg
+}
+
+// ProducerConfig returns the configuration of an idempotent producer: every
+// write is acknowledged by all in-sync replicas, retries cannot duplicate or
+// reorder a partition's messages.
+func ProducerConfig(clientID string) *sarama.Config {
+	cfg := Config(clientID)
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Return.Errors = true
+	return cfg
+}
+
+// SplitBrokers parses a comma-separated list of host:port addresses.
+func SplitBrokers(list string) []string {
+	var out []string
+	for _, b := range strings.Split(list, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// EnsureTopic creates topic with the given partitions unless it exists.
+func EnsureTopic(admin sarama.ClusterAdmin, topic string, partitions int32) error {
+	err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false)
+	var terr *sarama.TopicError
+	if errors.As(err, &terr) && terr.Err == sarama.ErrTopicAlreadyExists {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("creating topic %s: %w", topic, err)
+	}
+	return nil
+}

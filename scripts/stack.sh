@@ -1,0 +1,280 @@
+#!/usr/bin/env bash
+# Local stack without Docker: a real PostgreSQL 15 (installed binaries) and a real
+# Apache Kafka broker (KRaft, one combined broker+controller node, jars from Maven
+# Central) on 127.0.0.1. Used by developers, by `make test` and by CI.
+#
+#   scripts/stack.sh up     [pg|kafka]   start (idempotent: a running service is left alone)
+#   scripts/stack.sh down   [pg|kafka]   stop only what this script started (pid files)
+#   scripts/stack.sh status [pg|kafka]   report each service; exit 1 if one is down
+#   scripts/stack.sh env                 print the connection settings as export lines
+#
+# When PAYLAB_ADMIN_DATABASE_URL (PostgreSQL) or KAFKA_BROKERS (Kafka) is already set,
+# that service is taken as provided from outside and is neither started nor stopped.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STATE=${PAYLAB_STACK_DIR:-$ROOT/.stack}
+PG_PORT=${PAYLAB_PG_PORT:-55432}
+KAFKA_PORT=${PAYLAB_KAFKA_PORT:-59092}
+CONTROLLER_PORT=${PAYLAB_KAFKA_CONTROLLER_PORT:-59093}
+PG_PASSWORD=postgres
+PG_USER=paylab-pg # the unprivileged OS user postgres runs as when we are root
+KAFKA_POM=$ROOT/deploy/local/kafka/pom.xml
+KAFKA_LIB=$ROOT/deploy/local/kafka/target/lib
+
+PG_DIR=$STATE/pg
+PG_DATA=$PG_DIR/data
+KAFKA_DIR=$STATE/kafka
+KAFKA_PID=$KAFKA_DIR/kafka.pid
+KAFKA_LOG=$KAFKA_DIR/kafka.log
+
+log() { printf 'stack: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+external_pg() { [ -n "${PAYLAB_ADMIN_DATABASE_URL:-}" ]; }
+external_kafka() { [ -n "${KAFKA_BROKERS:-}" ]; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# wait_for SECONDS DESCRIPTION COMMAND...: poll COMMAND until it succeeds.
+wait_for() {
+  local secs=$1 what=$2; shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@"; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.2
+  done
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+
+pg_bin() {
+  local d
+  for d in /usr/lib/postgresql/15/bin /usr/lib/postgresql/*/bin; do
+    [ -x "$d/pg_ctl" ] && { echo "$d"; return; }
+  done
+  command -v pg_ctl >/dev/null && { dirname "$(command -v pg_ctl)"; return; }
+  die "PostgreSQL binaries not found (install postgresql-15)"
+}
+
+# as_pg runs a command as the unprivileged database user when we are root.
+as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u "$PG_USER" -- "$@"
+  else
+    "$@"
+  fi
+}
+
+pg_running() {
+  [ -f "$PG_DATA/postmaster.pid" ] && as_pg "$(pg_bin)/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1
+}
+
+pg_ready() { "$(pg_bin)/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT"; }
+
+pg_init() {
+  local bin; bin=$(pg_bin)
+  mkdir -p "$PG_DIR"
+  if [ "$(id -u)" -eq 0 ]; then
+    id "$PG_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_USER"
+    chown "$PG_USER" "$PG_DIR"
+    # postgres must be able to reach its data folder through every parent.
+    local d=$PG_DIR
+    while [ "$d" != / ]; do d=$(dirname "$d"); chmod o+x "$d" 2>/dev/null || true; done
+  fi
+  log "initialising PostgreSQL data folder $PG_DATA"
+  local pw; pw=$(mktemp); echo "$PG_PASSWORD" >"$pw"; chmod 644 "$pw"
+  as_pg "$bin/initdb" -D "$PG_DATA" -U postgres --pwfile="$pw" --auth-host=scram-sha-256 \
+    --auth-local=trust -E UTF8 --locale=C.UTF-8 >"$PG_DIR/initdb.log" 2>&1 ||
+    { rm -f "$pw"; cat "$PG_DIR/initdb.log" >&2; die "initdb failed"; }
+  rm -f "$pw"
+  cat >>"$PG_DATA/postgresql.conf" <<CONF
+
+# paylab local stack
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = ''
+max_connections = 400
+shared_buffers = 256MB
+synchronous_commit = on
+log_min_messages = warning
+log_min_error_statement = panic
+CONF
+}
+
+pg_up() {
+  if external_pg; then log "PostgreSQL: using PAYLAB_ADMIN_DATABASE_URL from the environment"; return; fi
+  if pg_running; then log "PostgreSQL already running on 127.0.0.1:$PG_PORT"; return; fi
+  port_open "$PG_PORT" && die "port $PG_PORT is taken by a process this script did not start"
+  [ -f "$PG_DATA/PG_VERSION" ] || pg_init
+  log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
+  as_pg "$(pg_bin)/pg_ctl" -D "$PG_DATA" -l "$PG_DIR/postgres.log" -w -t 60 start >/dev/null ||
+    { tail -n 30 "$PG_DIR/postgres.log" >&2; die "PostgreSQL did not start"; }
+  wait_for 30 postgres pg_ready || die "PostgreSQL is not accepting connections"
+  log "PostgreSQL ready: $(pg_version)"
+}
+
+pg_version() { as_pg "$(pg_bin)/postgres" --version; }
+
+pg_down() {
+  if external_pg; then return; fi
+  if pg_running; then
+    log "stopping PostgreSQL"
+    as_pg "$(pg_bin)/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >/dev/null
+  fi
+}
+
+pg_status() {
+  if external_pg; then echo "postgres: external ($PAYLAB_ADMIN_DATABASE_URL)"; return 0; fi
+  if pg_running && pg_ready; then
+    echo "postgres: running on 127.0.0.1:$PG_PORT (pid $(head -1 "$PG_DATA/postmaster.pid"), $(pg_version))"
+  else
+    echo "postgres: stopped"; return 1
+  fi
+}
+
+# ---------------------------------------------------------------------- Kafka
+
+kafka_pid() { [ -f "$KAFKA_PID" ] && cat "$KAFKA_PID"; }
+
+kafka_running() {
+  local pid; pid=$(kafka_pid) || return 1
+  kill -0 "$pid" 2>/dev/null && grep -q 'kafka.Kafka' "/proc/$pid/cmdline" 2>/dev/null
+}
+
+kafka_ready() {
+  port_open "$KAFKA_PORT" && grep -qE 'Transitioning from RECOVERY to RUNNING|Kafka Server started' "$KAFKA_LOG"
+}
+
+kafka_jars() {
+  # Resolve the broker's classpath from Maven Central once per pom version.
+  local stamp=$KAFKA_LIB/.pom.sha256 want
+  want=$(sha256sum "$KAFKA_POM" | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
+  log "resolving the Kafka broker jars from Maven Central"
+  rm -rf "$KAFKA_LIB"
+  mvn -q -B -f "$KAFKA_POM" dependency:copy-dependencies >&2 || die "maven could not resolve the Kafka jars"
+  echo "$want" >"$stamp"
+}
+
+kafka_java() { java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true -cp "$KAFKA_LIB/*" "$@"; }
+
+kafka_init() {
+  mkdir -p "$KAFKA_DIR/data"
+  cat >"$KAFKA_DIR/server.properties" <<PROPS
+# paylab local stack: one combined broker+controller in KRaft mode.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_DIR/data
+num.partitions=6
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=6
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+delete.topic.enable=true
+log.retention.hours=24
+log.segment.bytes=67108864
+PROPS
+  if [ ! -f "$KAFKA_DIR/data/meta.properties" ]; then
+    local cluster_id
+    cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)
+    log "formatting Kafka storage (cluster $cluster_id)"
+    kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$KAFKA_DIR/server.properties" \
+      >"$KAFKA_DIR/format.log" 2>&1 || { cat "$KAFKA_DIR/format.log" >&2; die "kafka storage format failed"; }
+  fi
+}
+
+kafka_up() {
+  if external_kafka; then log "Kafka: using KAFKA_BROKERS=$KAFKA_BROKERS from the environment"; return; fi
+  if kafka_running; then log "Kafka already running on 127.0.0.1:$KAFKA_PORT"; return; fi
+  port_open "$KAFKA_PORT" && die "port $KAFKA_PORT is taken by a process this script did not start"
+  kafka_jars
+  kafka_init
+  log "starting Kafka on 127.0.0.1:$KAFKA_PORT"
+  : >"$KAFKA_LOG"
+  # setsid: the broker outlives this script and is not hit by the caller's Ctrl-C.
+  setsid bash -c 'exec java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
+      -Dorg.slf4j.simpleLogger.showDateTime=true -cp "$1/*" kafka.Kafka "$2"' _ \
+      "$KAFKA_LIB" "$KAFKA_DIR/server.properties" >"$KAFKA_LOG" 2>&1 </dev/null &
+  echo $! >"$KAFKA_PID"
+  if ! wait_for 120 kafka kafka_ready; then
+    tail -n 40 "$KAFKA_LOG" >&2
+    kafka_down
+    die "Kafka did not become ready"
+  fi
+  log "Kafka ready: $(kafka_version)"
+}
+
+kafka_version() {
+  local v; v=$(grep -oE "Kafka version: [^ ]+" "$KAFKA_LOG" 2>/dev/null | head -1 | cut -d" " -f3)
+  echo "Apache Kafka ${v:-(version unknown)}, KRaft"
+}
+
+kafka_down() {
+  if external_kafka; then return; fi
+  local pid; pid=$(kafka_pid) || return 0
+  if kafka_running; then
+    log "stopping Kafka (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    if ! wait_for 30 kafka-stop bash -c "! kill -0 $pid 2>/dev/null"; then
+      log "Kafka did not stop in 30 s; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+      wait_for 10 kafka-kill bash -c "! kill -0 $pid 2>/dev/null" || true
+    fi
+  fi
+  rm -f "$KAFKA_PID"
+}
+
+kafka_status() {
+  if external_kafka; then echo "kafka: external ($KAFKA_BROKERS)"; return 0; fi
+  if kafka_running && kafka_ready; then
+    echo "kafka: running on 127.0.0.1:$KAFKA_PORT (pid $(kafka_pid), $(kafka_version))"
+  else
+    echo "kafka: stopped"; return 1
+  fi
+}
+
+# ------------------------------------------------------------------ commands
+
+print_env() {
+  local pg=${PAYLAB_ADMIN_DATABASE_URL:-postgres://postgres:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable}
+  local kafka=${KAFKA_BROKERS:-127.0.0.1:$KAFKA_PORT}
+  echo "export PAYLAB_ADMIN_DATABASE_URL='$pg'"
+  echo "export KAFKA_BROKERS='$kafka'"
+}
+
+cmd=${1:-status}
+what=${2:-all}
+case "$what" in pg|postgres) what=pg ;; kafka|all) ;; *) die "unknown service '$what' (pg, kafka)" ;; esac
+
+case "$cmd" in
+  up)
+    [ "$what" = kafka ] || pg_up
+    [ "$what" = pg ] || kafka_up
+    print_env
+    ;;
+  down)
+    [ "$what" = pg ] || kafka_down
+    [ "$what" = kafka ] || pg_down
+    ;;
+  status)
+    rc=0
+    if [ "$what" != kafka ]; then pg_status || rc=1; fi
+    if [ "$what" != pg ]; then kafka_status || rc=1; fi
+    exit $rc
+    ;;
+  env) print_env ;;
+  *) die "usage: $0 up|down|status|env [pg|kafka]" ;;
+esac
