@@ -13,37 +13,49 @@ import (
 	"github.com/google/uuid"
 )
 
-const insertEvent = `-- name: InsertEvent :exec
-INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
-                    sequence, topic, payload, headers, occurred_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+const insertEvents = `-- name: InsertEvents :exec
+WITH inserted AS (
+    INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+                        sequence, topic, payload, headers, occurred_at)
+    SELECT unnest($2::uuid[]), unnest($3::text[]), unnest($4::text[]),
+           unnest($5::text[]), unnest($6::integer[]), unnest($7::bigint[]),
+           unnest($8::text[]), unnest($9::jsonb[]), unnest($10::jsonb[]),
+           unnest($11::timestamptz[])
+    RETURNING 1
+)
+SELECT pg_notify($1::text, '') FROM (SELECT count(*) FROM inserted) AS batch
 `
 
-type InsertEventParams struct {
-	EventID       uuid.UUID
-	AggregateType string
-	AggregateID   string
-	EventType     string
-	SchemaVersion int32
-	Sequence      int64
-	Topic         string
-	Payload       json.RawMessage
-	Headers       json.RawMessage
-	OccurredAt    time.Time
+type InsertEventsParams struct {
+	Channel        string
+	EventIds       []uuid.UUID
+	AggregateTypes []string
+	AggregateIds   []string
+	EventTypes     []string
+	SchemaVersions []int32
+	Sequences      []int64
+	Topics         []string
+	Payloads       []json.RawMessage
+	Headers        []json.RawMessage
+	OccurredAts    []time.Time
 }
 
-func (q *Queries) InsertEvent(ctx context.Context, arg InsertEventParams) error {
-	_, err := q.db.Exec(ctx, insertEvent,
-		arg.EventID,
-		arg.AggregateType,
-		arg.AggregateID,
-		arg.EventType,
-		arg.SchemaVersion,
-		arg.Sequence,
-		arg.Topic,
-		arg.Payload,
+// Inserts a batch of events and wakes the relays, in one statement. The
+// notification is delivered when (and only if) the transaction commits, and
+// PostgreSQL folds identical notifications of one transaction into one.
+func (q *Queries) InsertEvents(ctx context.Context, arg InsertEventsParams) error {
+	_, err := q.db.Exec(ctx, insertEvents,
+		arg.Channel,
+		arg.EventIds,
+		arg.AggregateTypes,
+		arg.AggregateIds,
+		arg.EventTypes,
+		arg.SchemaVersions,
+		arg.Sequences,
+		arg.Topics,
+		arg.Payloads,
 		arg.Headers,
-		arg.OccurredAt,
+		arg.OccurredAts,
 	)
 	return err
 }
