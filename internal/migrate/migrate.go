@@ -175,4 +175,3 @@ func URL(base, database, role, password string) (string, error) {
 func quoteLiteral(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
-

@@ -1,0 +1,65 @@
+package admin_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paylab/paylab/internal/admin"
+)
+
+func TestAdminEndpoints(t *testing.T) {
+	t.Parallel()
+	dbDown := errors.New("connection refused")
+	var failing bool
+	reg := prometheus.NewRegistry()
+	hits := prometheus.NewCounter(prometheus.CounterOpts{Name: "paylab_test_hits_total", Help: "hits"})
+	reg.MustRegister(hits)
+	hits.Inc()
+	srv := httptest.NewServer(admin.Handler(reg, map[string]admin.Check{
+		"database": func(context.Context) error {
+			if failing {
+				return dbDown
+			}
+			return nil
+		},
+	}))
+	defer srv.Close()
+
+	get := func(path string) (int, string) {
+		t.Helper()
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	tests := []struct {
+		name     string
+		failing  bool
+		path     string
+		status   int
+		contains string
+	}{
+		{"healthz", false, "/healthz", 200, `"ok"`},
+		{"ready", false, "/readyz", 200, `"database":"ok"`},
+		{"not ready", true, "/readyz", 503, "connection refused"},
+		{"healthz while not ready", true, "/healthz", 200, `"ok"`},
+		{"metrics", false, "/metrics", 200, "paylab_test_hits_total 1"},
+	}
+	for _, tt := range tests {
+		failing = tt.failing
+		status, body := get(tt.path)
+		if status != tt.status || !strings.Contains(body, tt.contains) {
+			t.Errorf("%s: GET %s = %d %q, want %d containing %q", tt.name, tt.path, status, body, tt.status, tt.contains)
+		}
+	}
+}
