@@ -3,6 +3,7 @@
 //	paylab migrate   create the databases and roles, apply migrations
 //	paylab topics    create the Kafka topics
 //	paylab init      both of the above (the one-shot init of docker compose)
+//	paylab load      place payments at a constant rate, report latency percentiles
 package main
 
 import (
@@ -23,6 +24,8 @@ commands:
   migrate   create the three databases and their roles, apply migrations
   topics    create the Kafka topics
   init      migrate, then topics
+  load      place payments at a constant rate; report latency percentiles
+            (paylab load --url http://127.0.0.1:8080 --rate 100 --count 1000)
 
 Settings come from the environment; see the README's configuration table.
 `
@@ -57,6 +60,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		return runTopics(ctx, out)
+	case "load":
+		return runLoad(ctx, args[1:], out)
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/paylab/paylab/internal/loadgen"
+)
+
+// runLoad: paylab load [--url U] [--rate R] [--count N] [--seed S] [--json]
+func runLoad(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(out)
+	cfg := loadgen.Config{}
+	fs.StringVar(&cfg.BaseURL, "url", "http://127.0.0.1:8080", "orders API base URL")
+	fs.IntVar(&cfg.Rate, "rate", 100, "payments per second (constant arrival rate)")
+	fs.IntVar(&cfg.Count, "count", 1000, "payments in all")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of customers, merchants, amounts and currencies")
+	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Second, "per-request timeout")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	rep, err := loadgen.Run(ctx, cfg)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(out, "POST %s/v1/payments at %d/s, seed %d\n%s", cfg.BaseURL, cfg.Rate, cfg.Seed, rep)
+	return err
+}
