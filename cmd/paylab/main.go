@@ -4,6 +4,7 @@
 //	paylab topics    create the Kafka topics
 //	paylab init      both of the above (the one-shot init of docker compose)
 //	paylab load      place payments at a constant rate, report latency percentiles
+//	paylab probe     GET a URL, exit 0 on 2xx (container health checks)
 package main
 
 import (
@@ -26,6 +27,7 @@ commands:
   init      migrate, then topics
   load      place payments at a constant rate; report latency percentiles
             (paylab load --url http://127.0.0.1:8080 --rate 100 --count 1000)
+  probe URL GET URL; exit 0 when it answers 2xx (container health checks)
 
 Settings come from the environment; see the README's configuration table.
 `
@@ -62,6 +64,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runTopics(ctx, out)
 	case "load":
 		return runLoad(ctx, args[1:], out)
+	case "probe":
+		return runProbe(ctx, args[1:], out)
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil
