@@ -1,0 +1,18 @@
+# syntax=docker/dockerfile:1
+# One image for every paylab process: the orders API and relay, the ledger,
+# the notifications consumer and the paylab CLI. Static binaries on a
+# distroless, non-root runtime.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/root/go/pkg/mod go mod download
+COPY . .
+RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ \
+      ./cmd/paylab ./services/orders ./services/ledger ./services/notifications
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/ /usr/local/bin/
+USER nonroot:nonroot
+EXPOSE 8080 8082 9080 9081 9082 9083
+ENTRYPOINT []
