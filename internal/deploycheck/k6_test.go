@@ -15,7 +15,7 @@ func TestK6ScriptsParse(t *testing.T) {
 	if err != nil {
 		t.Fatal("node is needed to syntax-check the k6 scripts")
 	}
-	scripts, _ := filepath.Glob(filepath.Join("..", "..", "k6", "*.js"))
+	scripts, _ := filepath.Glob(filepath.Join(root, "k6", "*.js"))
 	if len(scripts) == 0 {
 		t.Fatal("no k6 scripts found")
 	}
