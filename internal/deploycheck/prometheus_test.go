@@ -1,7 +1,5 @@
 package deploycheck
 
-const root = "../.."
-
 import (
 	"os/exec"
 	"path/filepath"
