@@ -5,6 +5,7 @@
 //	paylab init      both of the above (the one-shot init of docker compose)
 //	paylab load      place payments at a constant rate, report latency percentiles
 //	paylab probe     GET a URL, exit 0 on 2xx (container health checks)
+//	paylab verify    reconcile orders, ledger and notifications; non-zero on violations
 package main
 
 import (
@@ -28,6 +29,8 @@ commands:
   load      place payments at a constant rate; report latency percentiles
             (paylab load --url http://127.0.0.1:8080 --rate 100 --count 1000)
   probe URL GET URL; exit 0 when it answers 2xx (container health checks)
+  verify    reconcile orders, ledger and notifications (and the topic); print
+            lost, phantom, duplicate and out-of-order effects; exit 1 on any
 
 Settings come from the environment; see the README's configuration table.
 `
@@ -64,6 +67,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runTopics(ctx, out)
 	case "load":
 		return runLoad(ctx, args[1:], out)
+	case "verify":
+		return runVerify(ctx, args[1:], out)
 	case "probe":
 		return runProbe(ctx, args[1:], out)
 	case "help", "-h", "--help":

@@ -1,0 +1,61 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// Settle checks until the pipeline has settled — nothing pending in the
+// outbox and the same report for `quiet` — or until timeout, and returns the
+// last report. A run whose events are lost settles with the loss in it.
+func Settle(ctx context.Context, src Sources, timeout, quiet time.Duration) (Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var (
+		last        Report
+		stableSince time.Time
+	)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := Check(ctx, src)
+		if err != nil {
+			if ctx.Err() != nil && !stableSince.IsZero() {
+				return last, nil
+			}
+			return r, err
+		}
+		pending, err := outboxPending(ctx, src.OrdersURL)
+		if err != nil {
+			return r, err
+		}
+		switch {
+		case pending > 0 || !reflect.DeepEqual(r, last) || stableSince.IsZero():
+			stableSince = time.Now()
+		case time.Since(stableSince) >= quiet:
+			return r, nil
+		}
+		last = r
+		select {
+		case <-ctx.Done():
+			return last, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// outboxPending counts undispatched, unparked outbox rows (0 where the
+// orders database has no outbox rows, as in naive mode).
+func outboxPending(ctx context.Context, dbURL string) (int, error) {
+	rows, err := query(ctx, dbURL, `SELECT count(*)::text FROM outbox WHERE dispatched_at IS NULL AND parked_at IS NULL`)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if len(rows) == 1 {
+		_, _ = fmt.Sscan(rows[0][0], &n)
+	}
+	return n, nil
+}
