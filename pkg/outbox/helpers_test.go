@@ -141,9 +141,9 @@ type consumed struct {
 }
 
 // consumeAll reads topic from the start on every partition until it has
-// seen want distinct event ids (or the timeout passes) and returns the
-// messages per partition, in offset order.
-func consumeAll(t testing.TB, brokers []string, topic string, want int, timeout time.Duration) map[int32][]consumed {
+// seen want distinct event ids and at least wantMessages messages (or the
+// timeout passes) and returns the messages per partition, in offset order.
+func consumeAll(t testing.TB, brokers []string, topic string, want, wantMessages int, timeout time.Duration) map[int32][]consumed {
 	t.Helper()
 	consumer, err := sarama.NewConsumer(brokers, broker.Config("outbox-test-reader"))
 	if err != nil {
@@ -158,6 +158,7 @@ func consumeAll(t testing.TB, brokers []string, topic string, want int, timeout 
 		mu   sync.Mutex
 		out  = map[int32][]consumed{}
 		seen = map[string]bool{}
+		n    int
 		all  = make(chan struct{})
 		once sync.Once
 		wg   sync.WaitGroup
@@ -189,7 +190,8 @@ func consumeAll(t testing.TB, brokers []string, topic string, want int, timeout 
 					mu.Lock()
 					out[m.Partition] = append(out[m.Partition], c)
 					seen[c.id] = true
-					if len(seen) >= want {
+					n++
+					if len(seen) >= want && n >= wantMessages {
 						once.Do(func() { close(all) })
 					}
 					mu.Unlock()

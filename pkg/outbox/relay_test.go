@@ -48,7 +48,7 @@ func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 	waitFor(t, 3*time.Minute, "every event dispatched", func() bool { return undispatched(t, ctx, pool) == 0 })
 
 	// Every event on the topic.
-	byPartition := consumeAll(t, testenv.Brokers(), topic, len(ids), time.Minute)
+	byPartition := consumeAll(t, testenv.Brokers(), topic, len(ids), len(ids), time.Minute)
 	onTopic, dupes := map[string]bool{}, 0
 	for _, msgs := range byPartition {
 		for _, m := range msgs {
@@ -162,7 +162,7 @@ func TestLateCommitIsPublishedWhereAnIDCursorSkipsIt(t *testing.T) {
 	}
 
 	waitFor(t, 10*time.Second, "the late event published by the relay", func() bool { return dispatched(late) })
-	onTopic := consumeAll(t, testenv.Brokers(), topic, 2, 30*time.Second)
+	onTopic := consumeAll(t, testenv.Brokers(), topic, 2, 2, 30*time.Second)
 	if len(onTopic[0]) < 2 {
 		t.Fatalf("topic holds %v, want both events", onTopic[0])
 	}
