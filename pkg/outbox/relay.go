@@ -137,8 +137,9 @@ func (r *Relay) RunBatch(ctx context.Context) (BatchResult, error) {
 	if len(rows) == 0 {
 		return res, nil
 	}
-	// The batch was claimed at about this instant: it must be published and
-	// marked before the lease expires, whatever happens to ctx.
+	// The batch was claimed at about this instant: it gets half the lease to
+	// be published and a quarter more to be recorded, whatever happens to
+	// ctx, so it is finished before the lease can expire.
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL/2)
 	defer cancel()
 
@@ -170,7 +171,12 @@ func (r *Relay) RunBatch(ctx context.Context) (BatchResult, error) {
 	}
 	start := time.Now()
 	pubErrs := r.pub.Publish(bctx, events)
-	r.metrics.publishDuration.Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	r.metrics.publishDuration.Observe(took.Seconds())
+	if took > r.cfg.LeaseTTL/4 {
+		r.log.WarnContext(ctx, "slow publish: the batch took more than a quarter of the lease TTL",
+			"events", len(events), "took", took, "lease_ttl", r.cfg.LeaseTTL)
+	}
 	if pubErrs != nil && len(pubErrs) != len(events) {
 		return res, fmt.Errorf("publisher returned %d results for %d events", len(pubErrs), len(events))
 	}
@@ -180,7 +186,9 @@ func (r *Relay) RunBatch(ctx context.Context) (BatchResult, error) {
 	if err := afterPublishBeforeMark.Hit(bctx); err != nil {
 		return res, err
 	}
-	return r.complete(bctx, rows, errs, res)
+	cctx, cancelComplete := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL/4)
+	defer cancelComplete()
+	return r.complete(cctx, rows, errs, res)
 }
 
 // complete records the outcome of every row in one statement.
