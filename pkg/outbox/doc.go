@@ -6,11 +6,125 @@
 // crash between the two writes loses the event, or announces a decision that
 // rolled back. The outbox closes that hole by writing the event into a table
 // of the same database, in the same transaction as the business change
-// (Enqueue). A relay then publishes committed rows to Kafka and marks them
+// (Enqueue). A Relay then publishes committed rows to Kafka and marks them
 // dispatched. Publishing is at-least-once: a relay that crashes after
 // publishing and before marking publishes again; consumers deduplicate with
 // an inbox (package inbox) keyed by the event id.
 //
-// The table is created by the migration db/migrations/orders/00002_outbox.sql;
-// copy it with the package.
+// The table is created by the migration db/migrations/orders/00002_outbox.sql
+// (00010_outbox_storage.sql tunes its storage); copy them with the package.
+//
+// # The relay
+//
+// NewRelay(pool, publisher, Config{}) and Run(ctx). Any number of relays may
+// run against one table, in one process or many. Each batch costs two
+// statements:
+//
+//  1. Claim (ClaimBatch in db/queries/outbox/outbox.sql): one UPDATE … WHERE
+//     id IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING … sets
+//     lease_owner = the relay's ID and leased_until = now() + LeaseTTL. Rows
+//     are claimable when dispatched_at IS NULL, parked_at IS NULL and the lease
+//     is absent or expired — all on the database clock, never the relays'.
+//     SKIP LOCKED lets relays take disjoint batches without waiting on each
+//     other.
+//  2. Publish the batch asynchronously (KafkaPublisher: all messages handed to
+//     a sarama AsyncProducer at once, acks collected) and record the outcome
+//     in one UPDATE … FROM unnest(…) (CompleteBatch) that only touches rows
+//     this relay still holds (lease_owner = ID): acknowledged rows get
+//     dispatched_at = now(); failed rows get attempts/last_error and a
+//     backoff; permanently failing rows are parked.
+//
+// # Guarantees and how they are kept
+//
+// No lost events. A row is marked dispatched only after the broker
+// acknowledged it (the idempotent producer waits for all in-sync replicas).
+// If the relay dies at any point, the row is still undispatched and its lease
+// expires; another relay claims it (counted in lease_reclaims_total) and
+// publishes it. The takeover takes at most LeaseTTL + PollInterval.
+//
+// No skipped rows. The relay does not keep an id cursor: ids are assigned at
+// insert but become visible at commit, so a transaction that commits late
+// would slip behind a cursor that has moved past its id. Scanning by
+// dispatched_at IS NULL (served by a partial index, so the dispatched history
+// costs nothing) finds every committed row, whenever it commits.
+//
+// Per-aggregate order with N relays. Only the lowest-sequence undispatched
+// event of an aggregate is claimable (NOT EXISTS an older undispatched event
+// of the same aggregate, served by the partial index on (aggregate_type,
+// aggregate_id, sequence)). So an aggregate's next event is claimed only
+// after the previous one was acknowledged and marked, by whichever relay:
+// events reach Kafka in sequence order, on one partition (key = aggregate
+// id). The cost is one event per aggregate per round trip, which is fine for
+// orders (a few events each); bulk throughput comes from many aggregates per
+// batch. The mechanism assumes an aggregate's events commit in sequence order
+// — the orders service assigns a sequence under the order row's lock. A
+// failing event blocks the later events of its own aggregate only: other
+// aggregates are claimed around it.
+//
+// A lease is respected. Claims only take rows whose lease expired, and a
+// relay records outcomes only for rows it still holds. Leases are not
+// renewed; instead a batch is sized to finish well inside its lease: it gets
+// half the TTL to be published and a quarter to be recorded (publishes slower
+// than a quarter of the TTL are logged). If a relay still overruns, another
+// relay may publish the same events again — a duplicate on the wire, which
+// the consumers' inboxes absorb; the late relay's outcome is then discarded.
+// Keep the producer's own retries (sarama Producer.Retry, Producer.Timeout)
+// shorter than half the TTL, as the orders relay does, so that a send given
+// up by the relay is not still being retried by the producer.
+//
+// Failures. A broker error releases the row with an exponential backoff with
+// jitter (RetryBackoff doubling per attempt up to RetryMaxBackoff, times
+// 0.5–1.0, computed by the database into leased_until) and records attempts
+// and last_error. Errors wrapping ErrPermanent (a message too large for the
+// broker, undecodable headers) park the row at once (parked_at, reason in
+// last_error); so does reaching MaxAttempts. A parked row is never deleted
+// and never retried; it blocks its aggregate, which the parked gauge shows.
+// To retry it after fixing the cause:
+//
+//	UPDATE outbox SET parked_at = NULL, attempts = 0 WHERE id = …;
+//
+// Wake-up. Enqueue sends one NOTIFY per transaction on NotifyChannel (on
+// commit only). Each relay LISTENs on a dedicated connection and runs a
+// round at once; lost notifications are covered by polling every
+// PollInterval, and a dropped listener connection is reopened (and followed
+// by a round). While rounds make progress (a full batch, or a dispatched
+// event that may have made its aggregate's next event claimable) the relay
+// fetches again at once.
+//
+// Retention. Dispatched rows older than Retention are deleted every
+// RetentionInterval, RetentionBatch rows per statement (no long locks, no
+// huge transactions), on the database clock. Pending and parked rows are
+// never deleted. The table is a queue: migration 00010 sets fillfactor 80
+// (HOT updates of the lease columns) and an aggressive autovacuum
+// (vacuum after 1 000 dead rows + 1 %, analyze after 1 000 + 2 %, no cost
+// delay) so dead tuples do not pile up in the partial indexes.
+//
+// # Metrics
+//
+// Registered on Config.Registerer:
+//
+//	paylab_outbox_pending                       gauge      undispatched, unparked events
+//	paylab_outbox_oldest_pending_age_seconds    gauge      age of the oldest of them (database clock)
+//	paylab_outbox_parked                        gauge      parked events (= blocked aggregates)
+//	paylab_outbox_published_total               counter    events acknowledged and marked
+//	paylab_outbox_publish_errors_total{kind}    counter    unacknowledged events: transient | permanent
+//	paylab_outbox_parked_total                  counter    events parked by this relay
+//	paylab_outbox_lease_reclaims_total          counter    events taken over from an expired lease
+//	paylab_outbox_batch_size                    histogram  events per claimed batch
+//	paylab_outbox_publish_latency_seconds       histogram  insert → dispatch recorded (database clock)
+//	paylab_outbox_publish_duration_seconds      histogram  one batch's publish round trip
+//	paylab_outbox_relay_errors_total            counter    failed rounds (database down, injected faults)
+//	paylab_outbox_retention_deleted_total       counter    rows deleted by retention
+//	paylab_outbox_listener_reconnects_total     counter    LISTEN connection losses
+//
+// The gauges come from one cheap query over the partial index every
+// StatsInterval. Alert on paylab_outbox_oldest_pending_age_seconds (publish
+// lag) and on paylab_outbox_parked > 0.
+//
+// # Fault points
+//
+// relay.after_lease (a batch leased, not published: a crash leaves leases
+// held by a dead relay) and relay.after_publish_before_mark (acknowledged,
+// not marked: a crash puts duplicates on the wire); see package
+// internal/chaos.
 package outbox

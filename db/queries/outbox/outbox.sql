@@ -12,3 +12,90 @@ WITH inserted AS (
     RETURNING 1
 )
 SELECT pg_notify(@channel::text, '') FROM (SELECT count(*) FROM inserted) AS batch;
+
+-- name: ClaimBatch :many
+-- Leases up to batch_size claimable events to owner for lease_seconds, in one
+-- statement, on the database clock. Claimable: not dispatched, not parked, not
+-- under a live lease, and the oldest undispatched event of its aggregate (so
+-- an aggregate's next event is published only after the previous one was
+-- acknowledged and marked: per-aggregate order with any number of relays).
+-- SKIP LOCKED lets concurrent relays take disjoint batches without waiting.
+-- reclaimed is true for rows whose previous lease expired without a
+-- completion, i.e. taken over from a relay that died or stalled.
+WITH candidates AS (
+    SELECT o.id, o.lease_owner AS previous_owner
+    FROM outbox o
+    WHERE o.dispatched_at IS NULL
+      AND o.parked_at IS NULL
+      AND (o.leased_until IS NULL OR o.leased_until < now())
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox older
+          WHERE older.aggregate_type = o.aggregate_type
+            AND older.aggregate_id = o.aggregate_id
+            AND older.sequence < o.sequence
+            AND older.dispatched_at IS NULL)
+    ORDER BY o.id
+    LIMIT sqlc.arg(batch_size)
+    FOR UPDATE OF o SKIP LOCKED
+)
+UPDATE outbox AS t
+SET lease_owner  = sqlc.arg(owner)::text,
+    leased_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8),
+    attempts     = t.attempts + 1
+FROM candidates c
+WHERE t.id = c.id
+RETURNING t.id, t.event_id, t.aggregate_type, t.aggregate_id, t.event_type, t.schema_version,
+          t.sequence, t.topic, t.payload, t.headers, t.occurred_at, t.created_at, t.attempts,
+          (c.previous_owner IS NOT NULL)::boolean AS reclaimed;
+
+-- name: CompleteBatch :many
+-- Records a batch's outcome in one statement, only for rows owner still
+-- holds: an empty error marks the row dispatched (its broker ack arrived); a
+-- non-empty one releases it with an exponential, jittered backoff
+-- (backoff_seconds·2^(attempts-1), capped, times 0.5–1.0) and records the
+-- error; a permanent error, or reaching max_attempts (> 0), parks it.
+-- latency_seconds is the time from the row's insert to now, on the DB clock.
+WITH results AS (
+    SELECT unnest(sqlc.arg(ids)::bigint[])        AS id,
+           unnest(sqlc.arg(errors)::text[])       AS error,
+           unnest(sqlc.arg(permanent)::boolean[]) AS permanent
+)
+UPDATE outbox AS t
+SET dispatched_at = CASE WHEN r.error = '' THEN now() END,
+    lease_owner   = NULL,
+    leased_until  = CASE WHEN r.error = '' THEN NULL ELSE now() + make_interval(secs =>
+                        least(sqlc.arg(max_backoff_seconds)::float8,
+                              sqlc.arg(backoff_seconds)::float8 * power(2, least(t.attempts - 1, 30)))
+                        * (0.5 + random() / 2)) END,
+    last_error    = CASE WHEN r.error = '' THEN t.last_error ELSE left(r.error, 2000) END,
+    parked_at     = CASE WHEN r.error <> '' AND (r.permanent OR
+                        (sqlc.arg(max_attempts)::integer > 0 AND t.attempts >= sqlc.arg(max_attempts)::integer))
+                        THEN now() END
+FROM results r
+WHERE t.id = r.id
+  AND t.lease_owner = sqlc.arg(owner)::text
+  AND t.dispatched_at IS NULL
+RETURNING t.id, (t.dispatched_at IS NOT NULL)::boolean AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
+          EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds;
+
+-- name: PendingStats :one
+-- The backlog, for the gauges: undispatched events that will be published
+-- (pending) and the age of the oldest of them, and parked events (each one
+-- blocks the later events of its aggregate). Served by the partial index.
+SELECT count(*) FILTER (WHERE parked_at IS NULL)::bigint     AS pending,
+       count(*) FILTER (WHERE parked_at IS NOT NULL)::bigint AS parked,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0)::float8
+           AS oldest_pending_seconds
+FROM outbox
+WHERE dispatched_at IS NULL;
+
+-- name: DeleteDispatched :execrows
+-- Deletes at most batch_size events dispatched more than retention_seconds
+-- ago (database clock). Undispatched and parked rows are never deleted.
+DELETE FROM outbox
+WHERE id IN (
+    SELECT id FROM outbox
+    WHERE dispatched_at < now() - make_interval(secs => sqlc.arg(retention_seconds)::float8)
+    ORDER BY dispatched_at
+    LIMIT sqlc.arg(batch_size)
+    FOR UPDATE SKIP LOCKED);

@@ -13,6 +13,206 @@ import (
 	"github.com/google/uuid"
 )
 
+const claimBatch = `-- name: ClaimBatch :many
+WITH candidates AS (
+    SELECT o.id, o.lease_owner AS previous_owner
+    FROM outbox o
+    WHERE o.dispatched_at IS NULL
+      AND o.parked_at IS NULL
+      AND (o.leased_until IS NULL OR o.leased_until < now())
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox older
+          WHERE older.aggregate_type = o.aggregate_type
+            AND older.aggregate_id = o.aggregate_id
+            AND older.sequence < o.sequence
+            AND older.dispatched_at IS NULL)
+    ORDER BY o.id
+    LIMIT $3
+    FOR UPDATE OF o SKIP LOCKED
+)
+UPDATE outbox AS t
+SET lease_owner  = $1::text,
+    leased_until = now() + make_interval(secs => $2::float8),
+    attempts     = t.attempts + 1
+FROM candidates c
+WHERE t.id = c.id
+RETURNING t.id, t.event_id, t.aggregate_type, t.aggregate_id, t.event_type, t.schema_version,
+          t.sequence, t.topic, t.payload, t.headers, t.occurred_at, t.created_at, t.attempts,
+          (c.previous_owner IS NOT NULL)::boolean AS reclaimed
+`
+
+type ClaimBatchParams struct {
+	Owner        string
+	LeaseSeconds float64
+	BatchSize    int32
+}
+
+type ClaimBatchRow struct {
+	ID            int64
+	EventID       uuid.UUID
+	AggregateType string
+	AggregateID   string
+	EventType     string
+	SchemaVersion int32
+	Sequence      int64
+	Topic         string
+	Payload       json.RawMessage
+	Headers       json.RawMessage
+	OccurredAt    time.Time
+	CreatedAt     time.Time
+	Attempts      int32
+	Reclaimed     bool
+}
+
+// Leases up to batch_size claimable events to owner for lease_seconds, in one
+// statement, on the database clock. Claimable: not dispatched, not parked, not
+// under a live lease, and the oldest undispatched event of its aggregate (so
+// an aggregate's next event is published only after the previous one was
+// acknowledged and marked: per-aggregate order with any number of relays).
+// SKIP LOCKED lets concurrent relays take disjoint batches without waiting.
+// reclaimed is true for rows whose previous lease expired without a
+// completion, i.e. taken over from a relay that died or stalled.
+func (q *Queries) ClaimBatch(ctx context.Context, arg ClaimBatchParams) ([]ClaimBatchRow, error) {
+	rows, err := q.db.Query(ctx, claimBatch, arg.Owner, arg.LeaseSeconds, arg.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ClaimBatchRow
+	for rows.Next() {
+		var i ClaimBatchRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.EventID,
+			&i.AggregateType,
+			&i.AggregateID,
+			&i.EventType,
+			&i.SchemaVersion,
+			&i.Sequence,
+			&i.Topic,
+			&i.Payload,
+			&i.Headers,
+			&i.OccurredAt,
+			&i.CreatedAt,
+			&i.Attempts,
+			&i.Reclaimed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const completeBatch = `-- name: CompleteBatch :many
+WITH results AS (
+    SELECT unnest($5::bigint[])        AS id,
+           unnest($6::text[])       AS error,
+           unnest($7::boolean[]) AS permanent
+)
+UPDATE outbox AS t
+SET dispatched_at = CASE WHEN r.error = '' THEN now() END,
+    lease_owner   = NULL,
+    leased_until  = CASE WHEN r.error = '' THEN NULL ELSE now() + make_interval(secs =>
+                        least($1::float8,
+                              $2::float8 * power(2, least(t.attempts - 1, 30)))
+                        * (0.5 + random() / 2)) END,
+    last_error    = CASE WHEN r.error = '' THEN t.last_error ELSE left(r.error, 2000) END,
+    parked_at     = CASE WHEN r.error <> '' AND (r.permanent OR
+                        ($3::integer > 0 AND t.attempts >= $3::integer))
+                        THEN now() END
+FROM results r
+WHERE t.id = r.id
+  AND t.lease_owner = $4::text
+  AND t.dispatched_at IS NULL
+RETURNING t.id, (t.dispatched_at IS NOT NULL)::boolean AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
+          EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds
+`
+
+type CompleteBatchParams struct {
+	MaxBackoffSeconds float64
+	BackoffSeconds    float64
+	MaxAttempts       int32
+	Owner             string
+	Ids               []int64
+	Errors            []string
+	Permanent         []bool
+}
+
+type CompleteBatchRow struct {
+	ID             int64
+	Dispatched     bool
+	Parked         bool
+	LatencySeconds float64
+}
+
+// Records a batch's outcome in one statement, only for rows owner still
+// holds: an empty error marks the row dispatched (its broker ack arrived); a
+// non-empty one releases it with an exponential, jittered backoff
+// (backoff_seconds·2^(attempts-1), capped, times 0.5–1.0) and records the
+// error; a permanent error, or reaching max_attempts (> 0), parks it.
+// latency_seconds is the time from the row's insert to now, on the DB clock.
+func (q *Queries) CompleteBatch(ctx context.Context, arg CompleteBatchParams) ([]CompleteBatchRow, error) {
+	rows, err := q.db.Query(ctx, completeBatch,
+		arg.MaxBackoffSeconds,
+		arg.BackoffSeconds,
+		arg.MaxAttempts,
+		arg.Owner,
+		arg.Ids,
+		arg.Errors,
+		arg.Permanent,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CompleteBatchRow
+	for rows.Next() {
+		var i CompleteBatchRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Dispatched,
+			&i.Parked,
+			&i.LatencySeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deleteDispatched = `-- name: DeleteDispatched :execrows
+DELETE FROM outbox
+WHERE id IN (
+    SELECT id FROM outbox
+    WHERE dispatched_at < now() - make_interval(secs => $1::float8)
+    ORDER BY dispatched_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED)
+`
+
+type DeleteDispatchedParams struct {
+	RetentionSeconds float64
+	BatchSize        int32
+}
+
+// Deletes at most batch_size events dispatched more than retention_seconds
+// ago (database clock). Undispatched and parked rows are never deleted.
+func (q *Queries) DeleteDispatched(ctx context.Context, arg DeleteDispatchedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteDispatched, arg.RetentionSeconds, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const insertEvents = `-- name: InsertEvents :exec
 WITH inserted AS (
     INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
@@ -58,4 +258,29 @@ func (q *Queries) InsertEvents(ctx context.Context, arg InsertEventsParams) erro
 		arg.OccurredAts,
 	)
 	return err
+}
+
+const pendingStats = `-- name: PendingStats :one
+SELECT count(*) FILTER (WHERE parked_at IS NULL)::bigint     AS pending,
+       count(*) FILTER (WHERE parked_at IS NOT NULL)::bigint AS parked,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0)::float8
+           AS oldest_pending_seconds
+FROM outbox
+WHERE dispatched_at IS NULL
+`
+
+type PendingStatsRow struct {
+	Pending              int64
+	Parked               int64
+	OldestPendingSeconds float64
+}
+
+// The backlog, for the gauges: undispatched events that will be published
+// (pending) and the age of the oldest of them, and parked events (each one
+// blocks the later events of its aggregate). Served by the partial index.
+func (q *Queries) PendingStats(ctx context.Context) (PendingStatsRow, error) {
+	row := q.db.QueryRow(ctx, pendingStats)
+	var i PendingStatsRow
+	err := row.Scan(&i.Pending, &i.Parked, &i.OldestPendingSeconds)
+	return i, err
 }

@@ -1,13 +1,150 @@
 // Package relaycmd runs the outbox relay as its own process: `orders relay`.
+// Any number of relay processes may run against one orders database; they
+// share the work through leases (package outbox). The environment variables
+// are documented on Config.
 package relaycmd
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/paylab/paylab/internal/admin"
+	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/pkg/outbox"
 )
 
-// Run runs one relay until ctx ends.
+// Source is the CloudEvents source of the orders service's events.
+const Source = "/paylab/orders"
+
+// Run runs one relay until ctx ends, then shuts down within
+// RELAY_SHUTDOWN_TIMEOUT: the batch in flight is finished, the producer
+// flushed, the admin listener closed.
 func Run(ctx context.Context, log *slog.Logger) error {
-	return errors.New("relay: not built yet")
+	cfg, err := LoadConfig(environ())
+	if err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "starting orders relay", "config", cfg)
+
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("opening the orders database: %w", err)
+	}
+	defer pool.Close()
+
+	client, err := connectKafka(ctx, log, cfg)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	producer, err := sarama.NewAsyncProducerFromClient(client)
+	if err != nil {
+		return fmt.Errorf("creating the Kafka producer: %w", err)
+	}
+	pub := outbox.NewKafkaPublisher(producer, Source)
+	defer pub.Close()
+
+	reg := prometheus.NewRegistry()
+	rcfg := cfg.relayConfig(log)
+	rcfg.Registerer = reg
+	relay, err := outbox.NewRelay(pool, pub, rcfg)
+	if err != nil {
+		return err
+	}
+
+	router := admin.Handler(reg, map[string]admin.Check{
+		"database": func(ctx context.Context) error { return pool.Ping(ctx) },
+		"kafka":    kafkaCheck(client),
+	})
+	if err := chaos.Mount(router, chaos.Default, cfg.ChaosEnabled, cfg.ChaosToken); err != nil {
+		return err
+	}
+	srv := admin.Server(cfg.AdminAddr, router)
+	ln, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("listening on ADMIN_ADDR %s: %w", cfg.AdminAddr, err)
+	}
+	log.InfoContext(ctx, "admin listener ready", "addr", ln.Addr().String(), "chaos_enabled", cfg.ChaosEnabled)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return relay.Run(gctx) })
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serving the admin listener: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			return fmt.Errorf("shutting down the admin listener: %w", err)
+		}
+		return nil
+	})
+	err = g.Wait()
+	log.InfoContext(context.WithoutCancel(ctx), "orders relay stopped")
+	return err
+}
+
+// connectKafka connects to the brokers, retrying until they answer or ctx
+// ends: a relay started while Kafka is down waits for it.
+func connectKafka(ctx context.Context, log *slog.Logger, cfg Config) (sarama.Client, error) {
+	kcfg := broker.ProducerConfig("paylab-orders-relay")
+	// Sarama gives up on a message well inside the relay's publish timeout
+	// (half the lease), so an unacknowledged send is not still retried by
+	// the producer when another relay takes the event over.
+	kcfg.Producer.Timeout = min(10*time.Second, cfg.LeaseTTL/4)
+	backoff := 500 * time.Millisecond
+	for {
+		client, err := sarama.NewClient(broker.SplitBrokers(cfg.KafkaBrokers), kcfg)
+		if err == nil {
+			return client, nil
+		}
+		log.WarnContext(ctx, "Kafka not reachable; retrying", "error", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connecting to KAFKA_BROKERS %s: %w", cfg.KafkaBrokers, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// kafkaCheck reports whether the brokers answer a metadata request.
+func kafkaCheck(client sarama.Client) admin.Check {
+	return func(ctx context.Context) error {
+		done := make(chan error, 1)
+		go func() { done <- client.RefreshMetadata() }()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func environ() map[string]string {
+	m := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
 }

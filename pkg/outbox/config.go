@@ -1,0 +1,139 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config tunes a Relay. The zero value is usable: every zero field takes the
+// default documented on it.
+type Config struct {
+	// ID names this relay in lease_owner; it must differ between relays
+	// running at the same time. Default: hostname-pid.
+	ID string
+	// BatchSize is how many events one claim leases. Default 500.
+	BatchSize int
+	// LeaseTTL is how long a claimed batch belongs to this relay. If the
+	// relay dies, its events are published by another relay after the lease
+	// expires. A batch gets at most half the TTL to be published (see
+	// PublishTimeout); the other half is the safety margin. Default 30s.
+	LeaseTTL time.Duration
+	// PollInterval is how often the relay looks for work without a
+	// notification: the fallback for lost notifications, and the pace at
+	// which expired leases and retry backoffs are noticed. Default 1s.
+	PollInterval time.Duration
+	// RetryBackoff is the first delay before an event that failed to publish
+	// is retried; it doubles with every attempt, with jitter (×0.5–1.0), up
+	// to RetryMaxBackoff. Defaults 1s and 1m.
+	RetryBackoff    time.Duration
+	RetryMaxBackoff time.Duration
+	// MaxAttempts parks an event after that many failed publish attempts.
+	// Errors wrapping ErrPermanent park it at once. Default 100 (more than
+	// an hour and a half of retries at the default backoff); negative means
+	// never.
+	MaxAttempts int
+	// Retention is how long dispatched events are kept before they are
+	// deleted; negative disables deletion. Default 168h (7 days).
+	Retention time.Duration
+	// RetentionInterval is how often the retention job runs. Default 1m.
+	RetentionInterval time.Duration
+	// RetentionBatch is how many rows one DELETE removes, so retention never
+	// holds long locks or makes huge transactions. Default 1000.
+	RetentionBatch int
+	// StatsInterval is how often the pending gauges are refreshed. Default 5s.
+	StatsInterval time.Duration
+	// Logger receives the relay's logs. Default: discarded.
+	Logger *slog.Logger
+	// Registerer receives the relay's metrics. Default: not exported.
+	Registerer prometheus.Registerer
+}
+
+// Defaults.
+const (
+	DefaultBatchSize         = 500
+	DefaultLeaseTTL          = 30 * time.Second
+	DefaultPollInterval      = time.Second
+	DefaultRetryBackoff      = time.Second
+	DefaultRetryMaxBackoff   = time.Minute
+	DefaultMaxAttempts       = 100
+	DefaultRetention         = 7 * 24 * time.Hour
+	DefaultRetentionInterval = time.Minute
+	DefaultRetentionBatch    = 1000
+	DefaultStatsInterval     = 5 * time.Second
+)
+
+// withDefaults returns c with its zero fields set to the defaults.
+func (c Config) withDefaults() Config {
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	set := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set(&c.LeaseTTL, DefaultLeaseTTL)
+	set(&c.PollInterval, DefaultPollInterval)
+	set(&c.RetryBackoff, DefaultRetryBackoff)
+	set(&c.RetryMaxBackoff, DefaultRetryMaxBackoff)
+	set(&c.Retention, DefaultRetention)
+	set(&c.RetentionInterval, DefaultRetentionInterval)
+	set(&c.StatsInterval, DefaultStatsInterval)
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.RetentionBatch == 0 {
+		c.RetentionBatch = DefaultRetentionBatch
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return c
+}
+
+// Validate reports the first setting that cannot work, after defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.BatchSize < 1 || c.BatchSize > 10000 {
+		errs = append(errs, fmt.Errorf("batch size %d is not in [1, 10000]", c.BatchSize))
+	}
+	if c.LeaseTTL < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("lease TTL %v is shorter than 100ms", c.LeaseTTL))
+	}
+	for name, d := range map[string]time.Duration{
+		"poll interval": c.PollInterval, "retry backoff": c.RetryBackoff, "retry max backoff": c.RetryMaxBackoff,
+		"retention interval": c.RetentionInterval, "stats interval": c.StatsInterval,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s %v is negative", name, d))
+		}
+	}
+	if c.RetryMaxBackoff < c.RetryBackoff {
+		errs = append(errs, fmt.Errorf("retry max backoff %v is shorter than retry backoff %v", c.RetryMaxBackoff, c.RetryBackoff))
+	}
+	if c.RetentionBatch < 1 {
+		errs = append(errs, fmt.Errorf("retention batch %d is not positive", c.RetentionBatch))
+	}
+	if len(c.ID) > 200 {
+		errs = append(errs, errors.New("relay ID is longer than 200 characters"))
+	}
+	return errors.Join(errs...)
+}
+
+// PublishTimeout is how long a batch may take to be published: half the
+// lease TTL, so a batch is acknowledged and marked well before its lease can
+// expire and another relay take the same events.
+func (c Config) PublishTimeout() time.Duration { return c.withDefaults().LeaseTTL / 2 }

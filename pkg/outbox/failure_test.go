@@ -1,0 +1,270 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/pkg/outbox"
+)
+
+// A relay process that dies holding leased events (a real crash: the chaos
+// point exits the process with no cleanup) stalls those events only until
+// the lease expires; then another relay publishes them. The takeover is
+// measured and bounded by TTL + one poll interval + an allowance. Crashing
+// after the publish and before the mark puts each of those events on the
+// topic twice (at-least-once; consumers' inboxes absorb it).
+func TestCrashedRelaysLeasesAreTakenOverAfterTheTTL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		point          string
+		wantDuplicates bool
+	}{
+		{"relay.after_lease", false},
+		{"relay.after_publish_before_mark", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.point, func(t *testing.T) {
+			t.Parallel()
+			testTakeover(t, tt.point, tt.wantDuplicates)
+		})
+	}
+}
+
+func testTakeover(t *testing.T, point string, wantDuplicates bool) {
+	const (
+		ttl      = 2 * time.Second
+		poll     = 500 * time.Millisecond
+		events   = 100
+		childBat = 30
+		// Allowance: the survivor's claim, Kafka round trip and mark (tens of
+		// ms), plus this test's 20 ms polling, on a loaded 2-core machine.
+		allowance = time.Second
+	)
+	pool, dbURL := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 3)
+	ctx := longContext(t, 2*time.Minute)
+	batch := make([]outbox.Event, events)
+	for i := range batch {
+		batch[i] = event(topic, fmt.Sprintf("order-%03d", i), 1)
+	}
+	enqueue(t, ctx, pool, batch...)
+
+	// The doomed relay: a separate process that crashes at point.
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childRelayEnv+"=1", "DATABASE_URL="+dbURL,
+		"KAFKA_BROKERS="+strings.Join(testenv.Brokers(), ","), "RELAY_ID=doomed",
+		fmt.Sprintf("RELAY_BATCH_SIZE=%d", childBat), "RELAY_LEASE_TTL="+ttl.String(), "CHAOS_CRASH_AT="+point)
+	out, err := cmd.CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != chaos.ExitCode {
+		t.Fatalf("doomed relay: %v, want exit status %d\n%s", err, chaos.ExitCode, out)
+	}
+	crashed := time.Now()
+	var held int64
+	var leaseEnd time.Time
+	err = pool.QueryRow(ctx, `SELECT count(*), max(leased_until) FROM outbox
+		WHERE lease_owner = 'doomed' AND dispatched_at IS NULL`).Scan(&held, &leaseEnd)
+	if err != nil || held != childBat {
+		t.Fatalf("the dead relay holds %d events (%v), want %d", held, err, childBat)
+	}
+
+	// The survivor.
+	reg := prometheus.NewRegistry()
+	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
+		ID: "survivor", BatchSize: 50, LeaseTTL: ttl, PollInterval: poll, Registerer: reg, Logger: testLogger(t),
+	})
+	// The events the dead relay did not hold are published at once ...
+	waitFor(t, 10*time.Second, "the unleased events published", func() bool {
+		return undispatched(t, ctx, pool) == held
+	})
+	// ... its own once the lease has expired.
+	waitFor(t, ttl+poll+allowance+10*time.Second, "the dead relay's events taken over", func() bool {
+		return undispatched(t, ctx, pool) == 0
+	})
+	takeover := time.Since(crashed)
+
+	// None was published before its lease expired (database clock) ...
+	if early := queryInt(t, ctx, pool, `SELECT count(*) FROM outbox WHERE attempts = 2 AND dispatched_at < $1`, leaseEnd); early != 0 {
+		t.Fatalf("%d events published while the dead relay's lease was valid", early)
+	}
+	if n := queryInt(t, ctx, pool, `SELECT count(*) FROM outbox WHERE attempts = 2`); n != held {
+		t.Fatalf("%d events claimed twice, want the %d the dead relay held", n, held)
+	}
+	// ... and all within TTL + one poll interval (+ allowance) of the crash.
+	var dbTakeover float64
+	_ = pool.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM max(dispatched_at) - ($1::timestamptz - $2 * interval '1 second'))::float8
+		FROM outbox WHERE attempts = 2`, leaseEnd, ttl.Seconds()).Scan(&dbTakeover)
+	t.Logf("takeover: %v after the crash (wall clock); %.3fs after the lease was taken (database clock); bound %v",
+		takeover.Round(time.Millisecond), dbTakeover, ttl+poll+allowance)
+	if takeover > ttl+poll+allowance {
+		t.Fatalf("takeover took %v, want ≤ TTL %v + poll %v + %v", takeover, ttl, poll, allowance)
+	}
+	if n := metricValue(t, reg, "paylab_outbox_lease_reclaims_total"); n != float64(held) {
+		t.Fatalf("lease reclaims = %v, want %d", n, held)
+	}
+	want := events
+	if wantDuplicates {
+		want += int(held)
+	}
+	onTopic := consumeAll(t, testenv.Brokers(), topic, events, want, 30*time.Second)
+	seen, total := map[string]bool{}, 0
+	for _, msgs := range onTopic {
+		for _, m := range msgs {
+			seen[m.id] = true
+			total++
+		}
+	}
+	for _, e := range batch {
+		if !seen[e.ID.String()] {
+			t.Fatalf("event %s missing from the topic", e.ID)
+		}
+	}
+	if total != want {
+		t.Fatalf("%d messages on the topic, want %d (%d events, duplicates expected: %v)", total, want, events, wantDuplicates)
+	}
+}
+
+// An event the broker can never accept (too large) is parked with its
+// reason after one attempt and counted; it blocks the later events of its
+// own order only, never other orders.
+func TestPermanentFailureParksAndBlocksOnlyItsOrder(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 1)
+	ctx := testenv.Context(t)
+	big := event(topic, "order-big", 1)
+	big.Payload = []byte(`{"blob":"` + strings.Repeat("x", 2<<20) + `"}`)
+	next, other := event(topic, "order-big", 2), event(topic, "order-small", 1)
+	enqueue(t, ctx, pool, big, next, other)
+
+	reg := prometheus.NewRegistry()
+	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
+		PollInterval: 100 * time.Millisecond, StatsInterval: 100 * time.Millisecond, Registerer: reg,
+	})
+	state := func(e outbox.Event) (dispatched, parked bool, attempts int, lastErr string) {
+		var lerr *string
+		err := pool.QueryRow(ctx, `SELECT dispatched_at IS NOT NULL, parked_at IS NOT NULL, attempts, last_error
+			FROM outbox WHERE event_id = $1`, e.ID).Scan(&dispatched, &parked, &attempts, &lerr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lerr != nil {
+			lastErr = *lerr
+		}
+		return
+	}
+	waitFor(t, 10*time.Second, "the other order published and the big event parked", func() bool {
+		d, _, _, _ := state(other)
+		_, p, _, _ := state(big)
+		return d && p
+	})
+	_, _, attempts, lastErr := state(big)
+	if attempts != 1 || !strings.Contains(lastErr, "larger") {
+		t.Fatalf("parked event: attempts %d, last error %q", attempts, lastErr)
+	}
+	waitFor(t, 5*time.Second, "the parked gauge", func() bool {
+		return metricValue(t, reg, "paylab_outbox_parked") == 1 && metricValue(t, reg, "paylab_outbox_pending") == 1
+	})
+	if d, p, a, _ := state(next); d || p || a != 0 {
+		t.Fatalf("the big order's next event: dispatched %v parked %v attempts %d; want blocked, untouched", d, p, a)
+	}
+	if n := metricValue(t, reg, "paylab_outbox_parked_total"); n != 1 {
+		t.Fatalf("parked_total = %v, want 1", n)
+	}
+	if n := metricValue(t, reg, "paylab_outbox_publish_errors_total", "kind", "permanent"); n != 1 {
+		t.Fatalf("permanent publish errors = %v, want 1", n)
+	}
+}
+
+// flaky fails the first n sends of chosen events, then delegates.
+type flaky struct {
+	next  outbox.Publisher
+	mu    sync.Mutex
+	fails map[string]int
+}
+
+func (f *flaky) Publish(ctx context.Context, events []outbox.Event) []error {
+	f.mu.Lock()
+	var pass []outbox.Event
+	var passIdx []int
+	errs := make([]error, len(events))
+	for i, e := range events {
+		if f.fails[e.ID.String()] != 0 {
+			f.fails[e.ID.String()]--
+			errs[i] = errors.New("kafka: broker not available (injected)")
+			continue
+		}
+		pass, passIdx = append(pass, e), append(passIdx, i)
+	}
+	f.mu.Unlock()
+	if len(pass) > 0 {
+		for k, err := range f.next.Publish(ctx, pass) {
+			errs[passIdx[k]] = err
+		}
+	}
+	return errs
+}
+
+// Unacknowledged events are never marked dispatched: they are retried with
+// backoff, attempts and last_error are recorded, and an event that keeps
+// failing is parked after MaxAttempts.
+func TestTransientFailuresRetryWithBackoffThenPark(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 1)
+	ctx := testenv.Context(t)
+	recovers, hopeless := event(topic, "order-1", 1), event(topic, "order-2", 1)
+	pub := &flaky{next: newKafkaPublisher(t, testenv.Brokers()), fails: map[string]int{
+		recovers.ID.String(): 2, hopeless.ID.String(): 1 << 30,
+	}}
+	enqueue(t, ctx, pool, recovers, hopeless)
+	reg := prometheus.NewRegistry()
+	startRelay(t, pool, pub, outbox.Config{
+		PollInterval: 20 * time.Millisecond, RetryBackoff: 100 * time.Millisecond, RetryMaxBackoff: 400 * time.Millisecond,
+		MaxAttempts: 4, Registerer: reg,
+	})
+	var lastBackoff float64
+	waitFor(t, 5*time.Second, "a failed attempt recorded with a backoff", func() bool {
+		var a int
+		err := pool.QueryRow(ctx, `SELECT attempts, COALESCE(EXTRACT(EPOCH FROM leased_until - now()), 0)
+			FROM outbox WHERE event_id = $1 AND lease_owner IS NULL AND last_error IS NOT NULL AND dispatched_at IS NULL`,
+			recovers.ID).Scan(&a, &lastBackoff)
+		return err == nil && a >= 1
+	})
+	if lastBackoff <= 0 || lastBackoff > 0.4 {
+		t.Fatalf("backoff after a failure = %.3fs, want in (0, 0.4]", lastBackoff)
+	}
+	row := func(e outbox.Event) (dispatched, parked bool, attempts int, lastErr string) {
+		err := pool.QueryRow(ctx, `SELECT dispatched_at IS NOT NULL, parked_at IS NOT NULL, attempts, COALESCE(last_error, '')
+			FROM outbox WHERE event_id = $1`, e.ID).Scan(&dispatched, &parked, &attempts, &lastErr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	waitFor(t, 20*time.Second, "the recovering event dispatched and the hopeless one parked", func() bool {
+		d, _, _, _ := row(recovers)
+		_, p, _, _ := row(hopeless)
+		return d && p
+	})
+	if _, _, a, lerr := row(recovers); a != 3 || !strings.Contains(lerr, "broker not available") {
+		t.Fatalf("recovered event: attempts %d last error %q, want 3 and the broker error", a, lerr)
+	}
+	if d, _, a, _ := row(hopeless); d || a != 4 {
+		t.Fatalf("hopeless event: dispatched %v attempts %d, want parked after 4", d, a)
+	}
+	if n := metricValue(t, reg, "paylab_outbox_publish_errors_total", "kind", "transient"); n != 2+4 {
+		t.Fatalf("transient publish errors = %v, want 6", n)
+	}
+}

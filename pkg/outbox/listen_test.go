@@ -1,0 +1,46 @@
+package outbox_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/pkg/outbox"
+)
+
+// With a poll interval of an hour, only NOTIFY can wake the relay: events
+// are published within seconds, also after the listening connection was
+// killed (the relay reconnects).
+func TestNotifyWakesTheRelayAndTheListenerReconnects(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 1)
+	ctx := testenv.Context(t)
+	reg := prometheus.NewRegistry()
+	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
+		PollInterval: time.Hour, Registerer: reg, Logger: testLogger(t),
+	})
+	listeners := func() int64 {
+		return queryInt(t, ctx, pool, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'paylab-outbox-listener'`)
+	}
+	waitFor(t, 10*time.Second, "the listener connected", func() bool { return listeners() == 1 })
+	// An event committed before the LISTEN took effect is still found: the
+	// listener wakes the relay once after every LISTEN.
+	enqueue(t, ctx, pool, event(topic, "order-1", 1))
+	waitFor(t, 10*time.Second, "the event published on NOTIFY", func() bool { return undispatched(t, ctx, pool) == 0 })
+
+	if n := queryInt(t, ctx, pool, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'paylab-outbox-listener'`); n != 1 {
+		t.Fatalf("terminated %d listener connections, want 1", n)
+	}
+	waitFor(t, 10*time.Second, "the listener reconnected", func() bool {
+		return metricValue(t, reg, "paylab_outbox_listener_reconnects_total") == 1 && listeners() == 1
+	})
+	enqueue(t, ctx, pool, event(topic, "order-2", 1))
+	waitFor(t, 10*time.Second, "the event published on NOTIFY after the reconnect", func() bool {
+		return undispatched(t, ctx, pool) == 0
+	})
+}

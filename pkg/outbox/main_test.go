@@ -1,0 +1,69 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/pkg/outbox"
+)
+
+// childRelayEnv makes the test binary run one relay instead of the tests:
+// crash tests re-execute themselves as a real, separate relay process.
+const childRelayEnv = "OUTBOX_TEST_CHILD_RELAY"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childRelayEnv) != "" {
+		os.Exit(runChildRelay())
+	}
+	goleak.VerifyTestMain(m,
+		// go-metrics' meter ticker, started by sarama once per process.
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	)
+}
+
+// runChildRelay runs a relay configured by the environment: DATABASE_URL,
+// KAFKA_BROKERS, RELAY_ID, RELAY_BATCH_SIZE, RELAY_LEASE_TTL and
+// CHAOS_CRASH_AT (a fault point armed to crash on its first hit).
+func runChildRelay() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child relay:", err); return 1 }
+	if p := os.Getenv("CHAOS_CRASH_AT"); p != "" {
+		if err := chaos.Default.Arm(p, chaos.Fault{Action: chaos.Crash, Count: 1}); err != nil {
+			return fail(err)
+		}
+	}
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		return fail(err)
+	}
+	defer pool.Close()
+	producer, err := sarama.NewAsyncProducer(broker.SplitBrokers(os.Getenv("KAFKA_BROKERS")), broker.ProducerConfig("child-relay"))
+	if err != nil {
+		return fail(err)
+	}
+	pub := outbox.NewKafkaPublisher(producer, "/paylab/orders")
+	defer pub.Close()
+	batch, _ := strconv.Atoi(os.Getenv("RELAY_BATCH_SIZE"))
+	ttl, _ := time.ParseDuration(os.Getenv("RELAY_LEASE_TTL"))
+	relay, err := outbox.NewRelay(pool, pub, outbox.Config{ID: os.Getenv("RELAY_ID"), BatchSize: batch, LeaseTTL: ttl})
+	if err != nil {
+		return fail(err)
+	}
+	if err := relay.Run(ctx); err != nil {
+		return fail(err)
+	}
+	return 0
+}

@@ -1,0 +1,172 @@
+package relaycmd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"reflect"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/pkg/outbox"
+)
+
+// Config is the relay process's configuration, read from the environment.
+type Config struct {
+	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable"`
+	KafkaBrokers string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
+	AdminAddr    string `env:"ADMIN_ADDR" envDefault:"127.0.0.1:9081"`
+	// RelayID names this relay in lease_owner; default hostname-pid.
+	RelayID           string        `env:"RELAY_ID"`
+	BatchSize         int           `env:"RELAY_BATCH_SIZE" envDefault:"500"`
+	LeaseTTL          time.Duration `env:"RELAY_LEASE_TTL" envDefault:"30s"`
+	PollInterval      time.Duration `env:"RELAY_POLL_INTERVAL" envDefault:"1s"`
+	RetryBackoff      time.Duration `env:"RELAY_RETRY_BACKOFF" envDefault:"1s"`
+	RetryMaxBackoff   time.Duration `env:"RELAY_RETRY_MAX_BACKOFF" envDefault:"1m"`
+	MaxAttempts       int           `env:"RELAY_MAX_ATTEMPTS" envDefault:"100"`
+	Retention         time.Duration `env:"OUTBOX_RETENTION" envDefault:"168h"`
+	RetentionInterval time.Duration `env:"RELAY_RETENTION_INTERVAL" envDefault:"1m"`
+	StatsInterval     time.Duration `env:"RELAY_STATS_INTERVAL" envDefault:"5s"`
+	ShutdownTimeout   time.Duration `env:"RELAY_SHUTDOWN_TIMEOUT" envDefault:"20s"`
+	ChaosEnabled      bool          `env:"CHAOS_ENABLED" envDefault:"false"`
+	ChaosToken        string        `env:"CHAOS_TOKEN"`
+}
+
+// LoadConfig reads the configuration from environ (as os.Environ gives it,
+// parsed to a map) and validates it.
+func LoadConfig(environ map[string]string) (Config, error) {
+	cfg, err := env.ParseAsWithOptions[Config](env.Options{Environment: environ})
+	if err != nil {
+		return cfg, fmt.Errorf("reading the configuration: %w", nameVariables(err))
+	}
+	return cfg, cfg.Validate()
+}
+
+// nameVariables rewrites env's parse errors, which name the Go field, to
+// name the environment variable instead.
+func nameVariables(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err
+	}
+	t := reflect.TypeFor[Config]()
+	errs := make([]error, len(agg.Errors))
+	for i, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			if f, ok := t.FieldByName(pe.Name); ok {
+				e = fmt.Errorf("%s: %w", f.Tag.Get("env"), pe.Err)
+			}
+		}
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports every unusable setting, naming its variable.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.DatabaseURL == "" {
+		bad("DATABASE_URL is empty")
+	}
+	if len(broker.SplitBrokers(c.KafkaBrokers)) == 0 {
+		bad("KAFKA_BROKERS is empty")
+	}
+	if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+		bad("ADMIN_ADDR %q is not host:port: %w", c.AdminAddr, err)
+	}
+	if c.BatchSize < 1 || c.BatchSize > 10000 {
+		bad("RELAY_BATCH_SIZE %d is not in [1, 10000]", c.BatchSize)
+	}
+	if c.LeaseTTL < time.Second {
+		bad("RELAY_LEASE_TTL %v is shorter than 1s", c.LeaseTTL)
+	}
+	if c.PollInterval <= 0 || c.PollInterval > c.LeaseTTL {
+		bad("RELAY_POLL_INTERVAL %v is not in (0, RELAY_LEASE_TTL %v]", c.PollInterval, c.LeaseTTL)
+	}
+	if c.RetryBackoff <= 0 {
+		bad("RELAY_RETRY_BACKOFF %v is not positive", c.RetryBackoff)
+	}
+	if c.RetryMaxBackoff < c.RetryBackoff {
+		bad("RELAY_RETRY_MAX_BACKOFF %v is shorter than RELAY_RETRY_BACKOFF %v", c.RetryMaxBackoff, c.RetryBackoff)
+	}
+	if c.MaxAttempts < 0 {
+		bad("RELAY_MAX_ATTEMPTS %d is negative (0 means never park for transient errors)", c.MaxAttempts)
+	}
+	if c.Retention < 0 {
+		bad("OUTBOX_RETENTION %v is negative (0 disables deletion)", c.Retention)
+	}
+	if c.RetentionInterval <= 0 {
+		bad("RELAY_RETENTION_INTERVAL %v is not positive", c.RetentionInterval)
+	}
+	if c.StatsInterval <= 0 {
+		bad("RELAY_STATS_INTERVAL %v is not positive", c.StatsInterval)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("RELAY_SHUTDOWN_TIMEOUT %v is not positive", c.ShutdownTimeout)
+	}
+	if c.ChaosEnabled && len(c.ChaosToken) < 16 {
+		bad("CHAOS_TOKEN must be at least 16 characters when CHAOS_ENABLED=true")
+	}
+	return errors.Join(errs...)
+}
+
+// relayConfig maps the process configuration to the relay's.
+func (c Config) relayConfig(log *slog.Logger) outbox.Config {
+	maxAttempts := c.MaxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = -1 // never
+	}
+	retention := c.Retention
+	if retention == 0 {
+		retention = -1 // disabled
+	}
+	return outbox.Config{
+		ID:                c.RelayID,
+		BatchSize:         c.BatchSize,
+		LeaseTTL:          c.LeaseTTL,
+		PollInterval:      c.PollInterval,
+		RetryBackoff:      c.RetryBackoff,
+		RetryMaxBackoff:   c.RetryMaxBackoff,
+		MaxAttempts:       maxAttempts,
+		Retention:         retention,
+		RetentionInterval: c.RetentionInterval,
+		StatsInterval:     c.StatsInterval,
+		Logger:            log,
+	}
+}
+
+// LogValue logs the configuration with the secrets masked.
+func (c Config) LogValue() slog.Value {
+	token := ""
+	if c.ChaosToken != "" {
+		token = "***"
+	}
+	return slog.GroupValue(
+		slog.String("database_url", maskURL(c.DatabaseURL)),
+		slog.String("kafka_brokers", c.KafkaBrokers),
+		slog.String("admin_addr", c.AdminAddr),
+		slog.String("relay_id", c.RelayID),
+		slog.Int("batch_size", c.BatchSize),
+		slog.Duration("lease_ttl", c.LeaseTTL),
+		slog.Duration("poll_interval", c.PollInterval),
+		slog.Duration("retention", c.Retention),
+		slog.Int("max_attempts", c.MaxAttempts),
+		slog.Bool("chaos_enabled", c.ChaosEnabled),
+		slog.String("chaos_token", token),
+	)
+}
+
+// maskURL hides the password of a database URL.
+func maskURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable)"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,233 @@
+package relaycmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/services/orders/internal/relaycmd"
+)
+
+const childEnv = "RELAYCMD_TEST_CHILD"
+
+// TestMain runs relaycmd.Run instead of the tests when childEnv is set, so
+// tests can start, crash and kill real relay processes.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+		err := relaycmd.Run(ctx, log)
+		stop()
+		if err != nil {
+			log.Error("relay failed", "error", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
+
+func TestLoadConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := relaycmd.LoadConfig(map[string]string{})
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if cfg.AdminAddr != "127.0.0.1:9081" || cfg.BatchSize != 500 || cfg.LeaseTTL != 30*time.Second ||
+		cfg.PollInterval != time.Second || cfg.Retention != 168*time.Hour || cfg.ChaosEnabled {
+		t.Fatalf("defaults = %+v", cfg)
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"batch size", map[string]string{"RELAY_BATCH_SIZE": "0"}, "RELAY_BATCH_SIZE"},
+		{"ttl", map[string]string{"RELAY_LEASE_TTL": "500ms"}, "RELAY_LEASE_TTL"},
+		{"poll beyond ttl", map[string]string{"RELAY_POLL_INTERVAL": "1m"}, "RELAY_POLL_INTERVAL"},
+		{"retention", map[string]string{"OUTBOX_RETENTION": "-1h"}, "OUTBOX_RETENTION"},
+		{"admin addr", map[string]string{"ADMIN_ADDR": "nope"}, "ADMIN_ADDR"},
+		{"chaos without token", map[string]string{"CHAOS_ENABLED": "true"}, "CHAOS_TOKEN"},
+		{"not a duration", map[string]string{"RELAY_LEASE_TTL": "soon"}, "RELAY_LEASE_TTL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := relaycmd.LoadConfig(tt.env)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one naming %s", err, tt.want)
+			}
+		})
+	}
+}
+
+type child struct {
+	cmd   *exec.Cmd
+	admin string
+	done  chan struct{}
+	err   error
+	out   *strings.Builder
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startChild(t *testing.T, dbURL string, extra ...string) *child {
+	t.Helper()
+	c := &child{admin: freeAddr(t), done: make(chan struct{}), out: &strings.Builder{}}
+	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	c.cmd.Env = append(os.Environ(), childEnv+"=1", "DATABASE_URL="+dbURL,
+		"KAFKA_BROKERS="+strings.Join(testenv.Brokers(), ","), "ADMIN_ADDR="+c.admin,
+		"RELAY_LEASE_TTL=2s", "RELAY_POLL_INTERVAL=200ms")
+	c.cmd.Env = append(c.cmd.Env, extra...)
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.err = c.cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() {
+		_ = c.cmd.Process.Kill()
+		<-c.done
+		if t.Failed() {
+			t.Logf("relay process output:\n%s", c.out.String())
+		}
+	})
+	// Ready: both dependencies answer.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _ := c.call(t, "GET", "/readyz", "", "")
+		if code == http.StatusOK {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("relay process not ready: %d\n%s", code, c.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (c *child) call(t *testing.T, method, path, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+c.admin+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// exitCode waits for the process to exit and returns its status.
+func (c *child) exitCode(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(timeout):
+		t.Fatalf("relay process still running after %v", timeout)
+	}
+	var exitErr *exec.ExitError
+	if errors.As(c.err, &exitErr) {
+		return exitErr.ExitCode()
+	}
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	return 0
+}
+
+// The relay process end to end: ready with database and Kafka, metrics
+// served, chaos routes token-protected; a fault armed over the admin API
+// crashes it after the publish and before the mark; a second process takes
+// the event over once the lease expires and stops cleanly on SIGTERM; the
+// kill action exits at once; without CHAOS_ENABLED the routes do not exist.
+func TestRelayProcess(t *testing.T) {
+	t.Parallel()
+	const token = "test-token-0123456789"
+	pool, dbURL := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 1)
+	ctx := testenv.Context(t)
+
+	first := startChild(t, dbURL, "RELAY_ID=first", "CHAOS_ENABLED=true", "CHAOS_TOKEN="+token)
+	if code, body := first.call(t, "GET", "/metrics", "", ""); code != 200 || !strings.Contains(body, "paylab_outbox_pending") {
+		t.Fatalf("/metrics = %d, without paylab_outbox_pending", code)
+	}
+	if code, _ := first.call(t, "GET", "/chaos/faults", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("chaos without token = %d, want 401", code)
+	}
+	if code, _ := first.call(t, "GET", "/chaos/faults", "wrong-token-0123456789", ""); code != http.StatusUnauthorized {
+		t.Fatalf("chaos with a wrong token = %d, want 401", code)
+	}
+	code, body := first.call(t, "PUT", "/chaos/faults/relay.after_publish_before_mark", token, `{"action":"crash","count":1}`)
+	if code != http.StatusOK {
+		t.Fatalf("arming = %d %s", code, body)
+	}
+	e := outbox.Event{AggregateType: "order", AggregateID: "order-1", Type: "OrderCaptured", Sequence: 1,
+		Topic: topic, Payload: json.RawMessage(`{"order_id":"order-1"}`)}
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.Enqueue(ctx, tx, e) }); err != nil {
+		t.Fatal(err)
+	}
+	if code := first.exitCode(t, 20*time.Second); code != chaos.ExitCode {
+		t.Fatalf("first relay exit status %d, want %d", code, chaos.ExitCode)
+	}
+	var owner string
+	if err := pool.QueryRow(ctx, "SELECT lease_owner FROM outbox WHERE dispatched_at IS NULL").Scan(&owner); err != nil || owner != "first" {
+		t.Fatalf("after the crash: lease owner %q (%v), want the dead relay", owner, err)
+	}
+
+	second := startChild(t, dbURL, "RELAY_ID=second")
+	if code, _ := second.call(t, "GET", "/chaos/faults", token, ""); code != http.StatusNotFound {
+		t.Fatalf("chaos routes without CHAOS_ENABLED = %d, want 404", code)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var pending int
+		_ = pool.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE dispatched_at IS NULL").Scan(&pending)
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second relay did not take the event over")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := second.exitCode(t, 20*time.Second); code != 0 {
+		t.Fatalf("second relay exit status %d after SIGTERM, want 0", code)
+	}
+
+	third := startChild(t, dbURL, "RELAY_ID=third", "CHAOS_ENABLED=true", "CHAOS_TOKEN="+token)
+	third.call(t, "POST", "/chaos/kill", token, "")
+	if code := third.exitCode(t, 10*time.Second); code != chaos.ExitCode {
+		t.Fatalf("killed relay exit status %d, want %d", code, chaos.ExitCode)
+	}
+
+}
