@@ -16,16 +16,10 @@ import (
 // MaxBodyBytes is the largest request body accepted (413 beyond).
 const MaxBodyBytes = 8 << 10
 
-// readBody checks the content type and reads the body, at most MaxBodyBytes.
-// An empty body is returned as nil; bodyOptional says whether that is fine
-// without a Content-Type.
+// readBody reads the body, at most MaxBodyBytes, and checks its content
+// type: a body must be application/json (UTF-8). An empty body is returned
+// as nil when bodyOptional, else rejected.
 func readBody(w http.ResponseWriter, r *http.Request, bodyOptional bool) ([]byte, error) {
-	ct := r.Header.Get("Content-Type")
-	if ct != "" || !bodyOptional {
-		if err := checkContentType(ct); err != nil {
-			return nil, err
-		}
-	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -35,29 +29,27 @@ func readBody(w http.ResponseWriter, r *http.Request, bodyOptional bool) ([]byte
 	case err != nil:
 		return nil, badRequest(http.StatusBadRequest, "body_unreadable", "The request body could not be read.")
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		if bodyOptional {
-			return nil, nil
-		}
+	cts := r.Header.Values("Content-Type")
+	empty := len(bytes.TrimSpace(data)) == 0
+	switch {
+	case len(cts) > 1 || (len(cts) == 1 && !jsonContentType(cts[0])) || (len(cts) == 0 && !empty):
+		return nil, badRequest(http.StatusUnsupportedMediaType, "content_type_unsupported",
+			"The request body must be sent as Content-Type: application/json.")
+	case empty && bodyOptional:
+		return nil, nil
+	case empty:
 		return nil, badRequest(http.StatusBadRequest, "body_required", "The request needs a JSON object body.")
-	}
-	if ct == "" {
-		return nil, checkContentType(ct)
 	}
 	return data, nil
 }
 
-func checkContentType(ct string) error {
-	unsupported := badRequest(http.StatusUnsupportedMediaType, "content_type_unsupported",
-		"The request body must be sent as Content-Type: application/json.")
+func jsonContentType(ct string) bool {
 	media, params, err := mime.ParseMediaType(ct)
 	if err != nil || media != "application/json" {
-		return unsupported
+		return false
 	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return unsupported
-	}
-	return nil
+	cs, ok := params["charset"]
+	return !ok || strings.EqualFold(cs, "utf-8")
 }
 
 // field binds one member of a JSON object to a Go value.
