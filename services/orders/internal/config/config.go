@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"reflect"
 	"regexp"
 	"time"
 
@@ -46,9 +47,30 @@ const MinIdempotencyRetention = 24 * time.Hour
 func LoadAPI() (API, error) {
 	cfg, err := env.ParseAs[API]()
 	if err != nil {
-		return cfg, fmt.Errorf("configuration: %w", err)
+		return cfg, namedParseError(err)
 	}
 	return cfg, cfg.Validate()
+}
+
+// namedParseError rewrites the parser's errors, which name struct fields,
+// to name the environment variables instead.
+func namedParseError(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	errs := make([]error, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			if f, ok := reflect.TypeFor[API]().FieldByName(pe.Name); ok {
+				errs = append(errs, fmt.Errorf("configuration: %s: invalid %s value: %w", f.Tag.Get("env"), pe.Type, pe.Err))
+				continue
+			}
+		}
+		errs = append(errs, fmt.Errorf("configuration: %w", e))
+	}
+	return errors.Join(errs...)
 }
 
 var topicRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
