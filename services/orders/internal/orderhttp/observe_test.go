@@ -85,4 +85,3 @@ func TestLogsCarryRequestAndTraceIDs(t *testing.T) {
 		t.Fatalf("X-Request-Id = %q", got)
 	}
 }
-
