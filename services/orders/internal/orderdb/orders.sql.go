@@ -11,6 +11,42 @@ import (
 	"github.com/google/uuid"
 )
 
+const captureOrder = `-- name: CaptureOrder :one
+UPDATE orders
+SET status          = 'captured',
+    captured_amount = amount,
+    event_seq       = event_seq + 1,
+    version         = version + 1,
+    updated_at      = now()
+WHERE id = $1
+  AND status = 'authorized'
+RETURNING id, customer_id, merchant_id, amount, currency, status, captured_amount, refunded_amount, event_seq, version, created_at, updated_at
+`
+
+// Captures the full amount of an authorized order and takes the next event
+// sequence number. The status condition is the guard: of concurrent captures
+// of one order, the first to lock the row wins; the others re-check the
+// condition after it commits, match no row, and get pgx.ErrNoRows.
+func (q *Queries) CaptureOrder(ctx context.Context, id uuid.UUID) (Order, error) {
+	row := q.db.QueryRow(ctx, captureOrder, id)
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.CustomerID,
+		&i.MerchantID,
+		&i.Amount,
+		&i.Currency,
+		&i.Status,
+		&i.CapturedAmount,
+		&i.RefundedAmount,
+		&i.EventSeq,
+		&i.Version,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const createOrder = `-- name: CreateOrder :one
 INSERT INTO orders (id, customer_id, merchant_id, amount, currency, status)
 VALUES ($1, $2, $3, $4, $5, 'authorized')
@@ -25,6 +61,7 @@ type CreateOrderParams struct {
 	Currency   string
 }
 
+// Creates an order whose payment is authorized (the card network is simulated).
 func (q *Queries) CreateOrder(ctx context.Context, arg CreateOrderParams) (Order, error) {
 	row := q.db.QueryRow(ctx, createOrder,
 		arg.ID,
@@ -51,12 +88,85 @@ func (q *Queries) CreateOrder(ctx context.Context, arg CreateOrderParams) (Order
 	return i, err
 }
 
+const createRefund = `-- name: CreateRefund :one
+INSERT INTO refunds (id, order_id, amount, currency)
+VALUES ($1, $2, $3, $4)
+RETURNING id, order_id, amount, currency, created_at
+`
+
+type CreateRefundParams struct {
+	ID       uuid.UUID
+	OrderID  uuid.UUID
+	Amount   int64
+	Currency string
+}
+
+func (q *Queries) CreateRefund(ctx context.Context, arg CreateRefundParams) (Refund, error) {
+	row := q.db.QueryRow(ctx, createRefund,
+		arg.ID,
+		arg.OrderID,
+		arg.Amount,
+		arg.Currency,
+	)
+	var i Refund
+	err := row.Scan(
+		&i.ID,
+		&i.OrderID,
+		&i.Amount,
+		&i.Currency,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const getOrder = `-- name: GetOrder :one
 SELECT id, customer_id, merchant_id, amount, currency, status, captured_amount, refunded_amount, event_seq, version, created_at, updated_at FROM orders WHERE id = $1
 `
 
 func (q *Queries) GetOrder(ctx context.Context, id uuid.UUID) (Order, error) {
 	row := q.db.QueryRow(ctx, getOrder, id)
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.CustomerID,
+		&i.MerchantID,
+		&i.Amount,
+		&i.Currency,
+		&i.Status,
+		&i.CapturedAmount,
+		&i.RefundedAmount,
+		&i.EventSeq,
+		&i.Version,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const refundOrder = `-- name: RefundOrder :one
+UPDATE orders
+SET refunded_amount = refunded_amount + $1::bigint,
+    status          = CASE WHEN refunded_amount + $1::bigint = captured_amount
+                           THEN 'refunded' ELSE 'partially_refunded' END,
+    event_seq       = event_seq + 1,
+    version         = version + 1,
+    updated_at      = now()
+WHERE id = $2
+  AND status IN ('captured', 'partially_refunded')
+  AND refunded_amount + $1::bigint <= captured_amount
+RETURNING id, customer_id, merchant_id, amount, currency, status, captured_amount, refunded_amount, event_seq, version, created_at, updated_at
+`
+
+type RefundOrderParams struct {
+	Amount int64
+	ID     uuid.UUID
+}
+
+// Adds a refund to a captured order, guarded so that the refunds never exceed
+// the captured amount, and takes the next event sequence number. No row when
+// the order is not refundable or the amount is too large.
+func (q *Queries) RefundOrder(ctx context.Context, arg RefundOrderParams) (Order, error) {
+	row := q.db.QueryRow(ctx, refundOrder, arg.Amount, arg.ID)
 	var i Order
 	err := row.Scan(
 		&i.ID,

@@ -1,0 +1,135 @@
+// Package apiserver runs the orders API process: the public HTTP listener,
+// the admin listener (/healthz, /readyz, /metrics) and the idempotency-key
+// pruner, with a graceful shutdown.
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/paylab/paylab/internal/admin"
+	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/services/orders/internal/config"
+	"github.com/paylab/paylab/services/orders/internal/orderapp"
+	"github.com/paylab/paylab/services/orders/internal/orderhttp"
+	"github.com/paylab/paylab/services/orders/internal/syncpub"
+)
+
+// Options are the process's optional collaborators.
+type Options struct {
+	// Hooks are called at the step boundaries of every state change.
+	Hooks orderapp.Hooks
+	// OnListen, when set, is called with the bound addresses of the public
+	// and admin listeners once both listen (useful with port 0).
+	OnListen func(api, admin net.Addr)
+}
+
+// Run serves the orders API until ctx ends, then shuts down within
+// cfg.ShutdownTimeout: the listeners stop accepting, in-flight requests
+// finish, and the pool closes.
+func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) error {
+	log.InfoContext(ctx, "starting orders API", "config", cfg)
+	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("parsing DATABASE_URL: %w", err)
+	}
+	poolCfg.MaxConns = cfg.DatabaseMaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return fmt.Errorf("opening database pool: %w", err)
+	}
+	defer pool.Close()
+
+	reg := prometheus.NewRegistry()
+	var pub orderapp.Publisher
+	if cfg.Mode() != orderapp.ModeOutbox {
+		p := syncpub.New(broker.SplitBrokers(cfg.KafkaBrokers), "paylab-orders")
+		defer p.Close()
+		pub = p
+		log.WarnContext(ctx, "OUTBOX_MODE is naive: events are published straight to Kafka and CAN BE LOST OR PHANTOM; this mode exists only to demonstrate the dual-write hole",
+			"mode", cfg.OutboxMode)
+	}
+	app, err := orderapp.New(orderapp.Config{
+		Pool: pool, Mode: cfg.Mode(), Topic: cfg.OrdersTopic, Publisher: pub,
+		Hooks: opts.Hooks, Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	metrics, err := orderhttp.NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+
+	apiSrv := publicServer(cfg.HTTPAddr, orderhttp.Routes(app, log, metrics), log)
+	adminSrv := admin.Server(cfg.AdminAddr, admin.Handler(reg, map[string]admin.Check{"database": pool.Ping}))
+	apiLn, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listening on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		apiLn.Close()
+		return fmt.Errorf("listening on ADMIN_ADDR %s: %w", cfg.AdminAddr, err)
+	}
+	log.InfoContext(ctx, "listening", "api", apiLn.Addr().String(), "admin", adminLn.Addr().String())
+	if opts.OnListen != nil {
+		opts.OnListen(apiLn.Addr(), adminLn.Addr())
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serve(apiSrv, apiLn, "api") })
+	g.Go(func() error { return serve(adminSrv, adminLn, "admin") })
+	g.Go(func() error {
+		return app.RunPruner(gctx, cfg.IdempotencyPruneInterval, cfg.IdempotencyRetention)
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		log.InfoContext(ctx, "shutting down", "deadline", cfg.ShutdownTimeout.String())
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		// The public listener first: its in-flight requests still need the
+		// database; the admin listener keeps answering probes meanwhile.
+		err := apiSrv.Shutdown(sctx)
+		if err != nil {
+			err = fmt.Errorf("shutting down the API listener: %w", err)
+		}
+		if aerr := adminSrv.Shutdown(sctx); aerr != nil {
+			err = errors.Join(err, fmt.Errorf("shutting down the admin listener: %w", aerr))
+		}
+		return err
+	})
+	err = g.Wait()
+	log.InfoContext(ctx, "stopped", "error", err)
+	return err
+}
+
+// publicServer is the public listener's server, with explicit timeouts.
+func publicServer(addr string, h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+func serve(srv *http.Server, ln net.Listener, name string) error {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving %s: %w", name, err)
+	}
+	return nil
+}

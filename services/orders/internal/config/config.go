@@ -1,0 +1,184 @@
+// Package config is the orders API's configuration: environment variables
+// with documented defaults (services/orders/README.md), validated at start
+// with messages that name the variable.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"reflect"
+	"regexp"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/services/orders/internal/orderapp"
+)
+
+// API is the configuration of `orders serve`.
+type API struct {
+	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable"`
+	KafkaBrokers string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
+	OrdersTopic  string `env:"ORDERS_TOPIC" envDefault:"order-events"`
+	HTTPAddr     string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	AdminAddr    string `env:"ADMIN_ADDR" envDefault:"127.0.0.1:9080"`
+	OutboxMode   string `env:"OUTBOX_MODE" envDefault:"outbox"`
+	LogLevel     string `env:"LOG_LEVEL" envDefault:"info"`
+	// IdempotencyRetention is how long idempotency keys are kept (at least
+	// 24 h, the API's promise); IdempotencyPruneInterval how often the
+	// pruner runs.
+	IdempotencyRetention     time.Duration `env:"IDEMPOTENCY_RETENTION" envDefault:"24h"`
+	IdempotencyPruneInterval time.Duration `env:"IDEMPOTENCY_PRUNE_INTERVAL" envDefault:"10m"`
+	// ShutdownTimeout bounds the graceful shutdown.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+	// DatabaseMaxConns is the size of the connection pool.
+	DatabaseMaxConns int32 `env:"DATABASE_MAX_CONNS" envDefault:"10"`
+}
+
+// MinIdempotencyRetention is the shortest IDEMPOTENCY_RETENTION allowed.
+const MinIdempotencyRetention = 24 * time.Hour
+
+// LoadAPI reads the API's configuration from the environment and validates it.
+func LoadAPI() (API, error) {
+	cfg, err := env.ParseAs[API]()
+	if err != nil {
+		return cfg, namedParseError(err)
+	}
+	return cfg, cfg.Validate()
+}
+
+// namedParseError rewrites the parser's errors, which name struct fields,
+// to name the environment variables instead.
+func namedParseError(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	errs := make([]error, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			if f, ok := reflect.TypeFor[API]().FieldByName(pe.Name); ok {
+				errs = append(errs, fmt.Errorf("configuration: %s: invalid %s value: %w", f.Tag.Get("env"), pe.Type, pe.Err))
+				continue
+			}
+		}
+		errs = append(errs, fmt.Errorf("configuration: %w", e))
+	}
+	return errors.Join(errs...)
+}
+
+var topicRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// Validate checks every setting and reports all problems, each naming its
+// variable.
+func (c API) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("configuration: "+format, args...)) }
+
+	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+		bad("DATABASE_URL is not a valid PostgreSQL URL: %v", redactErr(err, c.DatabaseURL))
+	}
+	brokers := broker.SplitBrokers(c.KafkaBrokers)
+	if len(brokers) == 0 {
+		bad("KAFKA_BROKERS must list at least one host:port")
+	}
+	for _, b := range brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			bad("KAFKA_BROKERS: %q is not host:port", b)
+		}
+	}
+	if !topicRE.MatchString(c.OrdersTopic) || c.OrdersTopic == "." || c.OrdersTopic == ".." {
+		bad("ORDERS_TOPIC %q is not a valid Kafka topic name", c.OrdersTopic)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		bad("HTTP_ADDR %q is not host:port", c.HTTPAddr)
+	}
+	if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+		bad("ADMIN_ADDR %q is not host:port", c.AdminAddr)
+	}
+	if c.HTTPAddr == c.AdminAddr && c.HTTPAddr != "" && !endsWithPortZero(c.HTTPAddr) {
+		bad("HTTP_ADDR and ADMIN_ADDR must differ, both are %q", c.HTTPAddr)
+	}
+	if _, err := orderapp.ParseMode(c.OutboxMode); err != nil {
+		bad("OUTBOX_MODE: %v", err)
+	}
+	if _, err := c.Level(); err != nil {
+		bad("LOG_LEVEL %q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	if c.IdempotencyRetention < MinIdempotencyRetention {
+		bad("IDEMPOTENCY_RETENTION must be at least %s, got %s", MinIdempotencyRetention, c.IdempotencyRetention)
+	}
+	if c.IdempotencyPruneInterval <= 0 {
+		bad("IDEMPOTENCY_PRUNE_INTERVAL must be positive, got %s", c.IdempotencyPruneInterval)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("SHUTDOWN_TIMEOUT must be positive, got %s", c.ShutdownTimeout)
+	}
+	if c.DatabaseMaxConns < 1 {
+		bad("DATABASE_MAX_CONNS must be at least 1, got %d", c.DatabaseMaxConns)
+	}
+	return errors.Join(errs...)
+}
+
+// Mode is the parsed OUTBOX_MODE.
+func (c API) Mode() orderapp.Mode {
+	m, _ := orderapp.ParseMode(c.OutboxMode)
+	return m
+}
+
+// Level is the parsed LOG_LEVEL.
+func (c API) Level() (slog.Level, error) { return ParseLevel(c.LogLevel) }
+
+// ParseLevel parses a LOG_LEVEL value.
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	return l, err
+}
+
+// LogValue logs the configuration with the database password masked.
+func (c API) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("DATABASE_URL", RedactURL(c.DatabaseURL)),
+		slog.String("KAFKA_BROKERS", c.KafkaBrokers),
+		slog.String("ORDERS_TOPIC", c.OrdersTopic),
+		slog.String("HTTP_ADDR", c.HTTPAddr),
+		slog.String("ADMIN_ADDR", c.AdminAddr),
+		slog.String("OUTBOX_MODE", c.OutboxMode),
+		slog.String("LOG_LEVEL", c.LogLevel),
+		slog.String("IDEMPOTENCY_RETENTION", c.IdempotencyRetention.String()),
+		slog.String("IDEMPOTENCY_PRUNE_INTERVAL", c.IdempotencyPruneInterval.String()),
+		slog.String("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String()),
+		slog.Int("DATABASE_MAX_CONNS", int(c.DatabaseMaxConns)),
+	)
+}
+
+// RedactURL masks the password of a URL.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable)"
+	}
+	return u.Redacted()
+}
+
+func redactErr(err error, secret string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(secret); perr == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = regexp.MustCompile(regexp.QuoteMeta(p)).ReplaceAllString(msg, "xxxxx")
+		}
+	}
+	return msg
+}
+
+func endsWithPortZero(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
+}

@@ -1,0 +1,34 @@
+package orderhttp
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/paylab/paylab/services/orders/internal/orderapp"
+)
+
+// Routes returns the public API's handler.
+func Routes(app *orderapp.Service, log *slog.Logger, m *Metrics) http.Handler {
+	h := &handlers{app: app, log: log}
+	r := chi.NewRouter()
+	r.Use(requestID, observe(log, m), recoverer(log))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, newProblem(http.StatusNotFound, "route_not_found", "No such resource."))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
+				w.Header().Add("Allow", m)
+			}
+		}
+		writeProblem(w, req, newProblem(http.StatusMethodNotAllowed, "method_not_allowed", "This resource does not support the method."))
+	})
+	r.Post(routePayments, h.placePayment)
+	r.Post(routeOrders, h.createOrder)
+	r.Get(routeOrder, h.getOrder)
+	r.Post(routeCapture, h.capture)
+	r.Post(routeRefunds, h.refund)
+	return r
+}

@@ -1,0 +1,171 @@
+package orderhttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/services/orders/internal/orderapp"
+	"github.com/paylab/paylab/services/orders/internal/orderhttp"
+)
+
+const testTopic = "order-events"
+
+// bundle is the API under test and its collaborators.
+type bundle struct {
+	t       *testing.T
+	pool    *pgxpool.Pool
+	handler http.Handler
+	reg     *prometheus.Registry
+}
+
+// setup returns the API on a fresh orders database; change adjusts the
+// application's configuration (hooks, mode).
+func setup(t *testing.T, change ...func(*orderapp.Config)) *bundle {
+	t.Helper()
+	pool, _ := testenv.NewPool(t, "orders")
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	reg := prometheus.NewRegistry()
+	cfg := orderapp.Config{Pool: pool, Topic: testTopic, Logger: log, Registerer: reg}
+	for _, c := range change {
+		c(&cfg)
+	}
+	app, err := orderapp.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := orderhttp.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{t: t, pool: pool, handler: orderhttp.Routes(app, log, m), reg: reg}
+}
+
+// response is a recorded response.
+type response struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.Body), &m); err != nil {
+		t.Fatalf("response body is not a JSON object: %v\n%s", err, r.Body)
+	}
+	return m
+}
+
+// do sends a request; headers alternate name, value. A POST with a body gets
+// Content-Type: application/json unless headers set one (an empty value
+// removes it).
+func (b *bundle) do(method, path, body string, headers ...string) response {
+	req := httptest.NewRequestWithContext(context.Background(), method, path, strings.NewReader(body))
+	if method == http.MethodPost && body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Content-Type" {
+			req.Header.Del("Content-Type")
+			if headers[i+1] == "" {
+				continue
+			}
+		}
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	rec := httptest.NewRecorder()
+	b.handler.ServeHTTP(rec, req)
+	return response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.String()}
+}
+
+const paymentBody = `{"customer_id":"cus_42","merchant_id":"mer_7","amount":1999,"currency":"EUR"}`
+
+// createOrder creates an authorized order and returns its id.
+func (b *bundle) createOrder() string {
+	b.t.Helper()
+	res := b.do(http.MethodPost, "/v1/orders", paymentBody)
+	if res.Status != http.StatusCreated {
+		b.t.Fatalf("create order: %d %s", res.Status, res.Body)
+	}
+	return res.json(b.t)["id"].(string)
+}
+
+// placePayment places and captures a payment and returns the order id.
+func (b *bundle) placePayment() string {
+	b.t.Helper()
+	res := b.do(http.MethodPost, "/v1/payments", paymentBody)
+	if res.Status != http.StatusCreated {
+		b.t.Fatalf("place payment: %d %s", res.Status, res.Body)
+	}
+	return res.json(b.t)["id"].(string)
+}
+
+// outboxRow is an outbox row as stored.
+type outboxRow struct {
+	EventType string
+	Sequence  int64
+	Topic     string
+	Payload   map[string]any
+	Headers   map[string]string
+	Pending   bool
+}
+
+func (b *bundle) outbox(orderID string) []outboxRow {
+	b.t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT event_type, sequence, topic, payload, headers,
+		dispatched_at IS NULL FROM outbox WHERE aggregate_type = 'order' AND aggregate_id = $1 ORDER BY sequence`, orderID)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []outboxRow
+	for rows.Next() {
+		var r outboxRow
+		if err := rows.Scan(&r.EventType, &r.Sequence, &r.Topic, &r.Payload, &r.Headers, &r.Pending); err != nil {
+			b.t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		b.t.Fatal(err)
+	}
+	return out
+}
+
+// count runs a SELECT count(*) query.
+func (b *bundle) count(query string, args ...any) int {
+	b.t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		b.t.Fatal(err)
+	}
+	return n
+}
+
+// orderRow is the stored state of an order.
+type orderRow struct {
+	Status                  string
+	Captured, Refunded, Seq int64
+	Version                 int32
+}
+
+func (b *bundle) order(id string) orderRow {
+	b.t.Helper()
+	var o orderRow
+	err := b.pool.QueryRow(context.Background(), `SELECT status, captured_amount, refunded_amount, event_seq, version
+		FROM orders WHERE id = $1`, id).Scan(&o.Status, &o.Captured, &o.Refunded, &o.Seq, &o.Version)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return o
+}

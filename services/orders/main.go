@@ -1,0 +1,88 @@
+// Command orders is the orders service of paylab.
+//
+//	orders [serve]   the payments API (public and admin listeners)
+//	orders relay     the outbox relay: publishes committed events to Kafka
+//
+// Settings come from environment variables; services/orders/README.md lists
+// them with their defaults.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/paylab/paylab/services/orders/internal/apiserver"
+	"github.com/paylab/paylab/services/orders/internal/config"
+	"github.com/paylab/paylab/services/orders/internal/logctx"
+	"github.com/paylab/paylab/services/orders/internal/relaycmd"
+)
+
+const usage = `orders: the orders service of paylab
+
+usage: orders [command]
+
+commands:
+  serve   run the payments API (the default)
+  relay   run the outbox relay
+
+Settings come from the environment; see services/orders/README.md.
+`
+
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	switch {
+	case errors.Is(err, errUsage):
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "orders: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	if len(args) > 1 {
+		return errUsage
+	}
+	if cmd == "help" || cmd == "-h" || cmd == "--help" {
+		fmt.Fprint(out, usage)
+		return nil
+	}
+	levelText := os.Getenv("LOG_LEVEL")
+	if levelText == "" {
+		levelText = "info"
+	}
+	level, err := config.ParseLevel(levelText)
+	if err != nil {
+		return fmt.Errorf("configuration: LOG_LEVEL %q is not one of debug, info, warn, error", levelText)
+	}
+	log := slog.New(logctx.Handler(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: level}))).
+		With("service", "orders")
+
+	switch cmd {
+	case "serve":
+		cfg, err := config.LoadAPI()
+		if err != nil {
+			return err
+		}
+		return apiserver.Run(ctx, cfg, log.With("component", "api"), apiserver.Options{})
+	case "relay":
+		return relaycmd.Run(ctx, log.With("component", "relay"))
+	default:
+		return errUsage
+	}
+}
