@@ -14,9 +14,12 @@ import (
 type Inbox struct {
 	EventID        uuid.UUID
 	EventType      string
+	Source         string
 	AggregateID    string
 	Sequence       int64
+	EventTime      *time.Time
 	Payload        json.RawMessage
+	Headers        json.RawMessage
 	Status         string
 	Attempts       int32
 	ReceivedAt     time.Time
@@ -25,4 +28,10 @@ type Inbox struct {
 	Topic          string
 	KafkaPartition int32
 	KafkaOffset    int64
+}
+
+type InboxSequence struct {
+	AggregateID     string
+	AppliedSequence int64
+	UpdatedAt       time.Time
 }
