@@ -6,6 +6,8 @@ SHELL := /bin/bash
 SQLC_VERSION := v1.31.1
 TOOLS        ?= $(HOME)/.cache/paylab/bin
 SQLC         := $(TOOLS)/sqlc-$(SQLC_VERSION)
+MAILPIT_VERSION := v1.33.1
+MAILPIT      := $(TOOLS)/mailpit-$(MAILPIT_VERSION)
 STACK        := scripts/stack.sh
 GO_TEST_FLAGS ?= -race -count=1 -timeout 12m
 
@@ -48,6 +50,14 @@ $(SQLC):
 	@mkdir -p $(TOOLS)
 	@tmp=$$(mktemp -d) && cd $$tmp && GOBIN=$$tmp GOFLAGS=-mod=mod go install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION) && mv $$tmp/sqlc $(SQLC) && rm -rf $$tmp
 
+$(MAILPIT):
+	@echo "building mailpit $(MAILPIT_VERSION) (once; cached in $(TOOLS))"
+	@mkdir -p $(TOOLS)
+	@tmp=$$(mktemp -d) && cd $$tmp && GOBIN=$$tmp GOFLAGS=-mod=mod go install github.com/axllent/mailpit@$(MAILPIT_VERSION) && mv $$tmp/mailpit $(MAILPIT) && rm -rf $$tmp
+
+.PHONY: mailpit
+mailpit: $(MAILPIT) ## build the Mailpit SMTP server the notification tests use (once)
+
 .PHONY: generate
 generate: $(SQLC) ## regenerate the sqlc code from db/queries and the migrations
 	@$(SQLC) generate
@@ -66,7 +76,7 @@ lint: verify ## alias of verify
 ## ---- tests ----
 
 .PHONY: test
-test: verify env-up ## vet, check generated code, then every test against the real stack
+test: verify env-up $(MAILPIT) ## vet, check generated code, then every test against the real stack
 	@echo "--- smoke: the stack is real"
 	@go test $(GO_TEST_FLAGS) -v -run '^TestSmoke' ./internal/smoke/
 	@echo "--- all tests"

@@ -8,22 +8,225 @@ package inboxdb
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 )
 
+const advanceSequence = `-- name: AdvanceSequence :exec
+UPDATE inbox_sequences SET applied_sequence = $2, updated_at = now() WHERE aggregate_id = $1
+`
+
+type AdvanceSequenceParams struct {
+	AggregateID     string
+	AppliedSequence int64
+}
+
+func (q *Queries) AdvanceSequence(ctx context.Context, arg AdvanceSequenceParams) error {
+	_, err := q.db.Exec(ctx, advanceSequence, arg.AggregateID, arg.AppliedSequence)
+	return err
+}
+
+const ensureSequence = `-- name: EnsureSequence :exec
+INSERT INTO inbox_sequences (aggregate_id) VALUES ($1) ON CONFLICT (aggregate_id) DO NOTHING
+`
+
+func (q *Queries) EnsureSequence(ctx context.Context, aggregateID string) error {
+	_, err := q.db.Exec(ctx, ensureSequence, aggregateID)
+	return err
+}
+
+const hasParked = `-- name: HasParked :one
+SELECT EXISTS (
+    SELECT 1 FROM inbox WHERE aggregate_id = $1 AND sequence = $2 AND status = 'received'
+)
+`
+
+type HasParkedParams struct {
+	AggregateID string
+	Sequence    int64
+}
+
+func (q *Queries) HasParked(ctx context.Context, arg HasParkedParams) (bool, error) {
+	row := q.db.QueryRow(ctx, hasParked, arg.AggregateID, arg.Sequence)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
+const lock = `-- name: Lock :one
+SELECT event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers, status, attempts, received_at, processed_at, last_error, topic, kafka_partition, kafka_offset FROM inbox WHERE event_id = $1 FOR UPDATE
+`
+
+func (q *Queries) Lock(ctx context.Context, eventID uuid.UUID) (Inbox, error) {
+	row := q.db.QueryRow(ctx, lock, eventID)
+	var i Inbox
+	err := row.Scan(
+		&i.EventID,
+		&i.EventType,
+		&i.Source,
+		&i.AggregateID,
+		&i.Sequence,
+		&i.EventTime,
+		&i.Payload,
+		&i.Headers,
+		&i.Status,
+		&i.Attempts,
+		&i.ReceivedAt,
+		&i.ProcessedAt,
+		&i.LastError,
+		&i.Topic,
+		&i.KafkaPartition,
+		&i.KafkaOffset,
+	)
+	return i, err
+}
+
+const lockSequence = `-- name: LockSequence :one
+SELECT applied_sequence FROM inbox_sequences WHERE aggregate_id = $1 FOR UPDATE
+`
+
+// Serialises the application of one aggregate's events.
+func (q *Queries) LockSequence(ctx context.Context, aggregateID string) (int64, error) {
+	row := q.db.QueryRow(ctx, lockSequence, aggregateID)
+	var applied_sequence int64
+	err := row.Scan(&applied_sequence)
+	return applied_sequence, err
+}
+
+const markFailed = `-- name: MarkFailed :exec
+UPDATE inbox SET status = 'failed', attempts = attempts + 1, last_error = $2 WHERE event_id = $1
+`
+
+type MarkFailedParams struct {
+	EventID   uuid.UUID
+	LastError *string
+}
+
+func (q *Queries) MarkFailed(ctx context.Context, arg MarkFailedParams) error {
+	_, err := q.db.Exec(ctx, markFailed, arg.EventID, arg.LastError)
+	return err
+}
+
+const markProcessed = `-- name: MarkProcessed :exec
+UPDATE inbox
+SET status = 'processed', processed_at = now(), attempts = attempts + 1, last_error = NULL
+WHERE event_id = $1
+`
+
+func (q *Queries) MarkProcessed(ctx context.Context, eventID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, markProcessed, eventID)
+	return err
+}
+
+const parked = `-- name: Parked :one
+SELECT event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers, status, attempts, received_at, processed_at, last_error, topic, kafka_partition, kafka_offset FROM inbox
+WHERE aggregate_id = $1 AND sequence = $2 AND status = 'received'
+LIMIT 1
+FOR UPDATE
+`
+
+type ParkedParams struct {
+	AggregateID string
+	Sequence    int64
+}
+
+// The parked event of an aggregate with the given sequence, if any.
+func (q *Queries) Parked(ctx context.Context, arg ParkedParams) (Inbox, error) {
+	row := q.db.QueryRow(ctx, parked, arg.AggregateID, arg.Sequence)
+	var i Inbox
+	err := row.Scan(
+		&i.EventID,
+		&i.EventType,
+		&i.Source,
+		&i.AggregateID,
+		&i.Sequence,
+		&i.EventTime,
+		&i.Payload,
+		&i.Headers,
+		&i.Status,
+		&i.Attempts,
+		&i.ReceivedAt,
+		&i.ProcessedAt,
+		&i.LastError,
+		&i.Topic,
+		&i.KafkaPartition,
+		&i.KafkaOffset,
+	)
+	return i, err
+}
+
+const pruneProcessed = `-- name: PruneProcessed :execrows
+DELETE FROM inbox
+WHERE event_id IN (
+    SELECT event_id FROM inbox
+    WHERE status = 'processed'
+      AND processed_at < now() - make_interval(secs => $1::float8)
+    ORDER BY processed_at
+    LIMIT $2::integer
+)
+`
+
+type PruneProcessedParams struct {
+	RetentionSeconds float64
+	Batch            int32
+}
+
+// Deletes at most @batch processed rows older than the retention window
+// (measured on the database clock).
+func (q *Queries) PruneProcessed(ctx context.Context, arg PruneProcessedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneProcessed, arg.RetentionSeconds, arg.Batch)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const readyAggregates = `-- name: ReadyAggregates :many
+SELECT DISTINCT i.aggregate_id
+FROM inbox i
+JOIN inbox_sequences s ON s.aggregate_id = i.aggregate_id
+WHERE i.status = 'received' AND i.sequence = s.applied_sequence + 1
+LIMIT $1
+`
+
+// Aggregates whose next event is parked and can be applied now.
+func (q *Queries) ReadyAggregates(ctx context.Context, limit int32) ([]string, error) {
+	rows, err := q.db.Query(ctx, readyAggregates, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var aggregate_id string
+		if err := rows.Scan(&aggregate_id); err != nil {
+			return nil, err
+		}
+		items = append(items, aggregate_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const record = `-- name: Record :execrows
-INSERT INTO inbox (event_id, event_type, aggregate_id, sequence, payload, topic, kafka_partition, kafka_offset)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO inbox (event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers,
+                   topic, kafka_partition, kafka_offset)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (event_id) DO NOTHING
 `
 
 type RecordParams struct {
 	EventID        uuid.UUID
 	EventType      string
+	Source         string
 	AggregateID    string
 	Sequence       int64
+	EventTime      *time.Time
 	Payload        json.RawMessage
+	Headers        json.RawMessage
 	Topic          string
 	KafkaPartition int32
 	KafkaOffset    int64
@@ -34,9 +237,12 @@ func (q *Queries) Record(ctx context.Context, arg RecordParams) (int64, error) {
 	result, err := q.db.Exec(ctx, record,
 		arg.EventID,
 		arg.EventType,
+		arg.Source,
 		arg.AggregateID,
 		arg.Sequence,
+		arg.EventTime,
 		arg.Payload,
+		arg.Headers,
 		arg.Topic,
 		arg.KafkaPartition,
 		arg.KafkaOffset,
@@ -45,4 +251,87 @@ func (q *Queries) Record(ctx context.Context, arg RecordParams) (int64, error) {
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const recordAttemptError = `-- name: RecordAttemptError :exec
+UPDATE inbox SET attempts = attempts + 1, last_error = $2 WHERE event_id = $1
+`
+
+type RecordAttemptErrorParams struct {
+	EventID   uuid.UUID
+	LastError *string
+}
+
+func (q *Queries) RecordAttemptError(ctx context.Context, arg RecordAttemptErrorParams) error {
+	_, err := q.db.Exec(ctx, recordAttemptError, arg.EventID, arg.LastError)
+	return err
+}
+
+const recordFailed = `-- name: RecordFailed :exec
+INSERT INTO inbox (event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers,
+                   topic, kafka_partition, kafka_offset, status, attempts, last_error)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'failed', $12::integer, $13::text)
+ON CONFLICT (event_id) DO UPDATE
+SET status = 'failed', attempts = inbox.attempts + excluded.attempts, last_error = excluded.last_error
+`
+
+type RecordFailedParams struct {
+	EventID        uuid.UUID
+	EventType      string
+	Source         string
+	AggregateID    string
+	Sequence       int64
+	EventTime      *time.Time
+	Payload        json.RawMessage
+	Headers        json.RawMessage
+	Topic          string
+	KafkaPartition int32
+	KafkaOffset    int64
+	Attempts       int32
+	LastError      string
+}
+
+// Records an event as failed (dead-lettered), whether or not it was recorded before.
+func (q *Queries) RecordFailed(ctx context.Context, arg RecordFailedParams) error {
+	_, err := q.db.Exec(ctx, recordFailed,
+		arg.EventID,
+		arg.EventType,
+		arg.Source,
+		arg.AggregateID,
+		arg.Sequence,
+		arg.EventTime,
+		arg.Payload,
+		arg.Headers,
+		arg.Topic,
+		arg.KafkaPartition,
+		arg.KafkaOffset,
+		arg.Attempts,
+		arg.LastError,
+	)
+	return err
+}
+
+const resetFailed = `-- name: ResetFailed :execrows
+UPDATE inbox SET status = 'received', attempts = 0, last_error = NULL
+WHERE event_id = $1 AND status = 'failed'
+`
+
+// Puts a failed event back to received for a re-drive.
+func (q *Queries) ResetFailed(ctx context.Context, eventID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, resetFailed, eventID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const status = `-- name: Status :one
+SELECT status FROM inbox WHERE event_id = $1
+`
+
+func (q *Queries) Status(ctx context.Context, eventID uuid.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, status, eventID)
+	var status string
+	err := row.Scan(&status)
+	return status, err
 }

@@ -1,0 +1,136 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Handler applies one event. It runs inside the transaction that also marks
+// the event processed in the inbox, so its writes and the mark commit or roll
+// back together. It must use tx for every write that belongs to the effect.
+// Return Permanent(err) for an event that can never succeed (it is
+// dead-lettered without further attempts); any other error is retried.
+type Handler func(ctx context.Context, tx pgx.Tx, msg Message) error
+
+// Outcome says what happened to one delivery.
+type Outcome string
+
+// Outcomes of a delivery.
+const (
+	Processed    Outcome = "processed"     // the handler ran and committed
+	Duplicate    Outcome = "duplicate"     // seen before: skipped
+	Parked       Outcome = "parked"        // recorded; waits for an earlier event of its aggregate
+	DeadLettered Outcome = "dead_lettered" // sent to the dead-letter topic, inbox status failed
+)
+
+// Config configures a Runner. Zero values take the documented defaults.
+type Config struct {
+	Brokers []string // Kafka bootstrap servers (required)
+	Topic   string   // topic to consume (required)
+	Group   string   // consumer group id (required)
+	// DeadLetterTopic receives poison messages; default Topic + ".dlq".
+	DeadLetterTopic string
+	// Handlers maps an event type (ce_type) to its handler. A type without a
+	// handler is dead-lettered with reason "unknown_type".
+	Handlers map[string]Handler
+
+	// Disabled turns the inbox off: no dedupe, no ordering, every delivery
+	// runs its handler. It exists to demonstrate what the inbox prevents.
+	Disabled bool
+
+	MaxAttempts     int           // handler attempts before dead-lettering; default 5
+	RetryBackoff    time.Duration // first retry delay, doubled each time; default 100ms
+	MaxRetryBackoff time.Duration // cap of the retry delay; default 2s
+	HandlerTimeout  time.Duration // deadline of one attempt; default 10s
+
+	// Retention is how long processed inbox rows are kept (measured on the
+	// database clock). It must exceed the longest replay horizon (Kafka's
+	// retention): a duplicate older than the window is not recognised by its
+	// event id. Zero keeps rows forever.
+	Retention         time.Duration
+	RetentionInterval time.Duration // how often to prune; default 1m
+	RetentionBatch    int           // rows deleted per statement; default 1000
+
+	// SweepInterval is how often parked events whose gap has filled are looked
+	// for (a safety net: they are normally applied right after the event that
+	// fills the gap). Default 5s.
+	SweepInterval time.Duration
+
+	// Sarama is the consumer configuration to start from (copied, not
+	// modified); nil means sarama.NewConfig() with Kafka protocol 3.0.
+	Sarama *sarama.Config
+	// ProducerSarama configures the dead-letter producer; nil derives it from
+	// Sarama (acks from all in-sync replicas, successes returned).
+	ProducerSarama *sarama.Config
+
+	// AfterCommit, when set, is called after a delivery's transaction committed
+	// and before its offset is marked: a named step boundary for fault
+	// injection and tests.
+	AfterCommit func(ctx context.Context, msg Message, outcome Outcome)
+
+	Logger     *slog.Logger          // default: discard
+	Registerer prometheus.Registerer // metrics; default: a private registry
+}
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.DeadLetterTopic == "" {
+		out.DeadLetterTopic = out.Topic + ".dlq"
+	}
+	if out.MaxAttempts == 0 {
+		out.MaxAttempts = 5
+	}
+	if out.RetryBackoff == 0 {
+		out.RetryBackoff = 100 * time.Millisecond
+	}
+	if out.MaxRetryBackoff == 0 {
+		out.MaxRetryBackoff = 2 * time.Second
+	}
+	if out.HandlerTimeout == 0 {
+		out.HandlerTimeout = 10 * time.Second
+	}
+	if out.RetentionInterval == 0 {
+		out.RetentionInterval = time.Minute
+	}
+	if out.RetentionBatch == 0 {
+		out.RetentionBatch = 1000
+	}
+	if out.SweepInterval == 0 {
+		out.SweepInterval = 5 * time.Second
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	if out.Registerer == nil {
+		out.Registerer = prometheus.NewRegistry()
+	}
+	return out
+}
+
+// Validate reports the first invalid setting.
+func (c *Config) Validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return errors.New("inbox: Brokers is empty")
+	case c.Topic == "":
+		return errors.New("inbox: Topic is empty")
+	case c.Group == "":
+		return errors.New("inbox: Group is empty")
+	case len(c.Handlers) == 0:
+		return errors.New("inbox: no Handlers")
+	case c.MaxAttempts < 0:
+		return fmt.Errorf("inbox: MaxAttempts %d is negative", c.MaxAttempts)
+	case c.Retention < 0:
+		return fmt.Errorf("inbox: Retention %s is negative", c.Retention)
+	case c.RetryBackoff < 0 || c.MaxRetryBackoff < 0 || c.HandlerTimeout < 0:
+		return errors.New("inbox: negative durations are not allowed")
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+// Package inbox implements the inbox: the receiving half of effectively-once
+// event processing, for events delivered at least once by Kafka.
+//
+// A Runner consumes a topic in a sarama consumer group. For each message it
+// decodes the CloudEvents binary-mode headers (ce_id, ce_type, ce_subject,
+// ce_sequence, …; docs/events.md) and, in ONE database transaction:
+//
+//  1. records the event under its id: INSERT … ON CONFLICT DO NOTHING, so a
+//     redelivery affects no row, is counted as a duplicate and skipped;
+//  2. runs the Handler registered for its type, which writes its effect with
+//     the same transaction (Handler receives the pgx.Tx);
+//  3. marks the inbox row processed.
+//
+// Only after that commit is the Kafka offset marked (sarama's auto-commit
+// commits marked offsets every second and when the Runner stops). A crash at
+// any point before the mark re-delivers the message; the inbox absorbs it.
+//
+// # Inline, not a worker
+//
+// Processing is inline, in the partition's claim goroutine, rather than
+// recorded first and handed to a separate inbox worker. One transaction then
+// holds the dedupe, the effect and the mark, there is no second queue to
+// poll, and a partition's order is kept for free. A slow handler slows its
+// own partition only: the claim watches the session's context, so a
+// rebalance never waits on retries (a cut-short message keeps its offset
+// unmarked and is delivered again), and sarama's heartbeats run apart from
+// processing, so a slow handler does not get the member evicted.
+//
+// # Ordering
+//
+// Events carrying a sequence (ce_sequence, with the aggregate id in
+// ce_subject) are applied strictly in sequence per aggregate; the highest
+// applied sequence is kept in inbox_sequences. An event that arrives early (a
+// refund before its capture, e.g. published by another relay) is recorded
+// with status received — parked — and its offset is marked: the partition
+// keeps moving. When the missing event is applied, the parked ones behind it
+// are applied in order, each in its own transaction; a periodic sweep does the
+// same after a crash. An event whose sequence was already applied is a
+// duplicate. Events without a sequence are applied as they come.
+//
+// # Poison messages
+//
+// A message that cannot be decoded, has a type without a handler, is
+// rejected by its handler (Permanent), or fails MaxAttempts times (with
+// exponential backoff, inside the claim) is published to the dead-letter
+// topic with the reason and its origin in headers (HeaderDLQReason, …) and
+// recorded with status failed; the offset is then marked and the partition
+// moves on. Errors of the inbox's own database work are not poison: they are
+// retried until they succeed or the session ends. Redrive re-processes a
+// failed event once an operator has fixed the cause. Later events of the same
+// aggregate stay parked behind a failed one until it is re-driven: they are
+// never applied out of order.
+//
+// # Retention
+//
+// Processed rows are deleted after Config.Retention, in bounded batches
+// (Prune). The window must exceed the longest replay horizon (Kafka's log
+// retention, and any offset reset an operator might do): a duplicate
+// delivered after its row was pruned would not be recognised by its id.
+// Sequenced events are still caught by their aggregate's applied sequence,
+// which is kept.
+//
+// # Turning it off
+//
+// Config.Disabled runs each delivery's handler with no inbox at all. It
+// exists only to demonstrate that duplicates then produce duplicate effects.
+//
+// The tables are created by db/migrations/ledger/00001_inbox.sql (the same
+// file serves every consuming database); copy it with the package.
+package inbox

@@ -1,0 +1,292 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paylab/paylab/pkg/inbox/internal/inboxdb"
+)
+
+// deadLetterer sends a poison message to the dead-letter topic.
+type deadLetterer interface {
+	send(ctx context.Context, msg Message, reason string, cause error) error
+}
+
+// engine is the database side of the inbox: record, dedupe, order, apply,
+// fail. It knows nothing of consumer groups.
+type engine struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	m    *metrics
+	log  *slog.Logger
+	dlq  deadLetterer // nil in Redrive: failures are recorded, not published
+}
+
+// deliver processes one decoded delivery: handler failures are retried with
+// backoff up to MaxAttempts, then dead-lettered. Failures of the inbox's own
+// database work are retried until ctx ends. The only error returned is ctx's.
+func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
+	backoff := e.cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		var (
+			outcome Outcome
+			more    bool
+			err     error
+		)
+		if e.cfg.Disabled {
+			outcome, err = e.applyUnguarded(ctx, msg)
+		} else {
+			outcome, more, err = e.record(ctx, msg)
+		}
+		if err == nil {
+			e.count(msg, outcome)
+			if more {
+				if err := e.drain(ctx, msg.Subject); err != nil {
+					e.log.WarnContext(ctx, "applying parked events", "aggregate_id", msg.Subject, "error", err)
+				}
+			}
+			return outcome, nil
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		var herr *handlerError
+		if errors.As(err, &herr) {
+			e.m.failed.WithLabelValues(herr.reason).Inc()
+			if herr.reason != ReasonHandlerFailed || attempt >= e.cfg.MaxAttempts {
+				return e.deadLetter(ctx, msg, herr.reason, herr.err, attempt)
+			}
+		}
+		e.log.WarnContext(ctx, "processing event failed; retrying", "event_id", msg.ID, "type", msg.Type,
+			"attempt", attempt, "backoff", backoff, "error", err)
+		if err := sleep(ctx, backoff); err != nil {
+			return "", err
+		}
+		backoff = min(2*backoff, e.cfg.MaxRetryBackoff)
+	}
+}
+
+// record is one attempt with the inbox on: in ONE transaction, record the
+// event (a conflict means a duplicate), then apply it if it is next in its
+// aggregate's sequence, or leave it parked. more reports that the event after
+// it is parked and can be applied now.
+func (e *engine) record(ctx context.Context, msg Message) (outcome Outcome, more bool, err error) {
+	err = withTx(ctx, e.pool, func(tx pgx.Tx) error {
+		q := inboxdb.New(tx)
+		n, err := q.Record(ctx, recordParams(msg))
+		if err != nil {
+			return fmt.Errorf("recording event %s: %w", msg.ID, err)
+		}
+		if n == 0 {
+			outcome = Duplicate
+			return nil
+		}
+		h, ok := e.cfg.Handlers[msg.Type]
+		if !ok {
+			return &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+		}
+		if msg.Sequence == 0 {
+			outcome = Processed
+			return e.apply(ctx, q, tx, h, msg)
+		}
+		if err := q.EnsureSequence(ctx, msg.Subject); err != nil {
+			return fmt.Errorf("creating sequence of %s: %w", msg.Subject, err)
+		}
+		applied, err := q.LockSequence(ctx, msg.Subject)
+		if err != nil {
+			return fmt.Errorf("locking sequence of %s: %w", msg.Subject, err)
+		}
+		switch {
+		case msg.Sequence <= applied:
+			// A new event id for a position already applied: the producer
+			// re-issued it. Recorded as processed, not applied again.
+			outcome = Duplicate
+			return q.MarkProcessed(ctx, msg.ID)
+		case msg.Sequence > applied+1:
+			outcome = Parked
+			return nil
+		}
+		outcome = Processed
+		if err := e.apply(ctx, q, tx, h, msg); err != nil {
+			return err
+		}
+		if more, err = q.HasParked(ctx, inboxdb.HasParkedParams{AggregateID: msg.Subject, Sequence: msg.Sequence + 1}); err != nil {
+			return fmt.Errorf("looking for parked events of %s: %w", msg.Subject, err)
+		}
+		return nil
+	})
+	return outcome, more, err
+}
+
+// apply runs the handler and marks the event processed (advancing its
+// aggregate's sequence) inside tx.
+func (e *engine) apply(ctx context.Context, q *inboxdb.Queries, tx pgx.Tx, h Handler, msg Message) error {
+	if err := e.runHandler(ctx, tx, h, msg); err != nil {
+		return err
+	}
+	if err := q.MarkProcessed(ctx, msg.ID); err != nil {
+		return fmt.Errorf("marking event %s processed: %w", msg.ID, err)
+	}
+	if msg.Sequence > 0 {
+		if err := q.AdvanceSequence(ctx, inboxdb.AdvanceSequenceParams{AggregateID: msg.Subject, AppliedSequence: msg.Sequence}); err != nil {
+			return fmt.Errorf("advancing sequence of %s: %w", msg.Subject, err)
+		}
+	}
+	return nil
+}
+
+// applyUnguarded is one attempt with the inbox off: the handler runs with no
+// dedupe and no ordering (the demonstration mode).
+func (e *engine) applyUnguarded(ctx context.Context, msg Message) (Outcome, error) {
+	h, ok := e.cfg.Handlers[msg.Type]
+	if !ok {
+		return "", &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+	}
+	return Processed, withTx(ctx, e.pool, func(tx pgx.Tx) error { return e.runHandler(ctx, tx, h, msg) })
+}
+
+func (e *engine) runHandler(ctx context.Context, tx pgx.Tx, h Handler, msg Message) error {
+	hctx, cancel := context.WithTimeout(ctx, e.cfg.HandlerTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := h(hctx, tx, msg); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		reason := ReasonHandlerFailed
+		if IsPermanent(err) {
+			reason = ReasonRejected
+		}
+		return &handlerError{reason, fmt.Errorf("handling %s %s: %w", msg.Type, msg.ID, err)}
+	}
+	e.m.latency.WithLabelValues(msg.Type).Observe(time.Since(start).Seconds())
+	return nil
+}
+
+func (e *engine) count(msg Message, outcome Outcome) {
+	switch outcome {
+	case Processed:
+		e.m.processed.WithLabelValues(msg.Type).Inc()
+	case Duplicate:
+		e.m.duplicates.WithLabelValues(msg.Type).Inc()
+	case Parked:
+		e.m.parked.Inc()
+	}
+}
+
+// deadLetter records the event as failed in the inbox (when it has an id and
+// the inbox is on) and publishes it to the dead-letter topic, in that
+// transaction: a crash in between re-delivers it and may dead-letter it twice,
+// never zero times. An event already failed or processed is a duplicate.
+func (e *engine) deadLetter(ctx context.Context, msg Message, reason string, cause error, attempts int) (Outcome, error) {
+	backoff := e.cfg.RetryBackoff
+	for {
+		duplicate := false
+		err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
+			if !e.cfg.Disabled && msg.ID != uuid.Nil {
+				q := inboxdb.New(tx)
+				status, err := q.Status(ctx, msg.ID)
+				switch {
+				case err == nil && status != "received":
+					duplicate = true
+					return nil
+				case err != nil && !errors.Is(err, pgx.ErrNoRows):
+					return fmt.Errorf("reading status of %s: %w", msg.ID, err)
+				}
+				p := failedParams(msg, attempts, cause)
+				if err := q.RecordFailed(ctx, p); err != nil {
+					return fmt.Errorf("recording %s failed: %w", msg.ID, err)
+				}
+			}
+			if e.dlq == nil {
+				return nil
+			}
+			return e.dlq.send(ctx, msg, reason, cause)
+		})
+		if err == nil {
+			if duplicate {
+				e.count(msg, Duplicate)
+				return Duplicate, nil
+			}
+			e.m.deadLettered.WithLabelValues(reason).Inc()
+			e.log.ErrorContext(ctx, "event dead-lettered", "event_id", msg.ID, "type", msg.Type, "reason", reason,
+				"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "error", cause)
+			return DeadLettered, nil
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		e.log.WarnContext(ctx, "dead-lettering failed; retrying", "event_id", msg.ID, "error", err)
+		if err := sleep(ctx, backoff); err != nil {
+			return "", err
+		}
+		backoff = min(2*backoff, e.cfg.MaxRetryBackoff)
+	}
+}
+
+func recordParams(msg Message) inboxdb.RecordParams {
+	headers, _ := json.Marshal(msg.Headers) // a map of strings always marshals
+	var at *time.Time
+	if !msg.Time.IsZero() {
+		at = &msg.Time
+	}
+	payload := msg.Data
+	if !json.Valid(payload) {
+		payload, _ = json.Marshal(string(msg.Data)) // undecodable data is kept as a JSON string
+	}
+	return inboxdb.RecordParams{
+		EventID: msg.ID, EventType: msg.Type, Source: msg.Source, AggregateID: msg.Subject,
+		Sequence: msg.Sequence, EventTime: at, Payload: payload, Headers: headers,
+		Topic: msg.Topic, KafkaPartition: msg.Partition, KafkaOffset: msg.Offset,
+	}
+}
+
+func failedParams(msg Message, attempts int, cause error) inboxdb.RecordFailedParams {
+	r := recordParams(msg)
+	lastError := ""
+	if cause != nil {
+		lastError = cause.Error()
+	}
+	return inboxdb.RecordFailedParams{
+		EventID: r.EventID, EventType: r.EventType, Source: r.Source, AggregateID: r.AggregateID,
+		Sequence: r.Sequence, EventTime: r.EventTime, Payload: r.Payload, Headers: r.Headers,
+		Topic: r.Topic, KafkaPartition: r.KafkaPartition, KafkaOffset: r.KafkaOffset,
+		Attempts: int32(attempts), LastError: lastError,
+	}
+}
+
+// messageFromRow rebuilds a Message from its inbox row.
+func messageFromRow(row inboxdb.Inbox) Message {
+	msg := Message{
+		ID: row.EventID, Type: row.EventType, Source: row.Source, Subject: row.AggregateID,
+		Sequence: row.Sequence, Data: row.Payload, Topic: row.Topic,
+		Partition: row.KafkaPartition, Offset: row.KafkaOffset,
+	}
+	if row.EventTime != nil {
+		msg.Time = *row.EventTime
+	}
+	_ = json.Unmarshal(row.Headers, &msg.Headers)
+	if v, ok := msg.Headers[HeaderSchemaVersion]; ok {
+		fmt.Sscan(v, &msg.SchemaVersion) //nolint:errcheck // validated when it was received
+	}
+	return msg
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,54 @@
+package inbox
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of this package.
+var (
+	// ErrNotFailed is returned by Redrive for an event that is not in the
+	// inbox with status failed.
+	ErrNotFailed = errors.New("inbox: event is not failed")
+	// ErrUnknownType marks an event type without a handler.
+	ErrUnknownType = errors.New("inbox: no handler for event type")
+)
+
+// Reasons a message is dead-lettered (the dlq_reason header; a metric label).
+const (
+	ReasonUndecodable   = "undecodable"
+	ReasonUnknownType   = "unknown_type"
+	ReasonRejected      = "rejected"       // the handler returned Permanent
+	ReasonHandlerFailed = "handler_failed" // attempts exhausted
+)
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps a handler error that retrying cannot fix (say, a payload
+// that does not parse): the event is dead-lettered at once.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err was wrapped by Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// handlerError marks an error returned by a handler, as opposed to a failure
+// of the inbox's own database work (which is retried without limit: a
+// database outage is not a poison message).
+type handlerError struct {
+	reason string
+	err    error
+}
+
+func (e *handlerError) Error() string { return fmt.Sprintf("%s: %v", e.reason, e.err) }
+func (e *handlerError) Unwrap() error { return e.err }

@@ -1,0 +1,86 @@
+package inbox
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// metrics are the inbox's Prometheus series. Labels stay low-cardinality:
+// event type, dead-letter reason, partition.
+type metrics struct {
+	processed    *prometheus.CounterVec
+	duplicates   *prometheus.CounterVec
+	parked       prometheus.Counter
+	failed       *prometheus.CounterVec
+	deadLettered *prometheus.CounterVec
+	pruned       prometheus.Counter
+	latency      *prometheus.HistogramVec
+	lag          *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		processed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paylab_inbox_processed_total", Help: "Events whose effect committed.",
+		}, []string{"type"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paylab_inbox_duplicates_total", Help: "Deliveries skipped because the event was seen before.",
+		}, []string{"type"}),
+		parked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paylab_inbox_parked_total", Help: "Events held because an earlier event of their aggregate had not been applied.",
+		}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paylab_inbox_failed_total", Help: "Failed handler attempts and undecodable messages.",
+		}, []string{"reason"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paylab_inbox_dead_lettered_total", Help: "Messages sent to the dead-letter topic.",
+		}, []string{"reason"}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paylab_inbox_pruned_total", Help: "Processed inbox rows deleted after the retention window.",
+		}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "paylab_inbox_handler_duration_seconds",
+			Help:    "Duration of successful handler transactions.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"type"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "paylab_inbox_consumer_lag",
+			Help: "Messages between a partition's high-water mark and the last marked offset.",
+		}, []string{"topic", "partition"}),
+	}
+	for _, c := range []prometheus.Collector{m.processed, m.duplicates, m.parked, m.failed, m.deadLettered, m.pruned, m.latency, m.lag} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Counts is a snapshot of a Runner's counters, summed over their labels.
+type Counts struct {
+	Processed, Duplicates, Parked, Failed, DeadLettered, Pruned int
+}
+
+func (m *metrics) counts() Counts {
+	return Counts{
+		Processed:    sum(m.processed),
+		Duplicates:   sum(m.duplicates),
+		Parked:       sum(m.parked),
+		Failed:       sum(m.failed),
+		DeadLettered: sum(m.deadLettered),
+		Pruned:       sum(m.pruned),
+	}
+}
+
+func sum(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric, 16)
+	go func() { c.Collect(ch); close(ch) }()
+	var total float64
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) == nil && d.Counter != nil {
+			total += d.Counter.GetValue()
+		}
+	}
+	return int(total)
+}

@@ -1,0 +1,184 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+)
+
+// Runner consumes a topic as a member of a consumer group and feeds every
+// message through the inbox to its Handler.
+//
+// Processing is inline, in the partition's claim goroutine: record, apply and
+// mark processed in one transaction, then mark the offset. Offsets are only
+// marked after that transaction committed (sarama's auto-commit then commits
+// marked offsets every second and on shutdown), so a crash anywhere before
+// the mark re-delivers the message and the inbox absorbs the duplicate.
+type Runner struct {
+	cfg   Config
+	pool  *pgxpool.Pool
+	eng   *engine
+	m     *metrics
+	ready atomic.Bool
+}
+
+// NewRunner validates cfg and registers the inbox metrics. Run starts it.
+func NewRunner(pool *pgxpool.Pool, cfg Config) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: registering metrics: %w", err)
+	}
+	r := &Runner{cfg: cfg, pool: pool, m: m}
+	r.eng = &engine{pool: pool, cfg: cfg, m: m, log: cfg.Logger}
+	return r, nil
+}
+
+// Counts returns a snapshot of the Runner's counters.
+func (r *Runner) Counts() Counts { return r.m.counts() }
+
+// Ready reports whether the Runner has joined its consumer group.
+func (r *Runner) Ready() bool { return r.ready.Load() }
+
+// Run consumes until ctx ends, then leaves the group (committing the marked
+// offsets). With the inbox on it also applies parked events whose gap filled
+// and prunes processed rows older than Retention.
+func (r *Runner) Run(ctx context.Context) (err error) {
+	consumerCfg, producerCfg := r.saramaConfigs()
+	producer, err := sarama.NewSyncProducer(r.cfg.Brokers, producerCfg)
+	if err != nil {
+		return fmt.Errorf("inbox: starting the dead-letter producer: %w", err)
+	}
+	defer func() { err = errors.Join(err, producer.Close()) }()
+	r.eng.dlq = &deadLetterProducer{producer: producer, topic: r.cfg.DeadLetterTopic, group: r.cfg.Group}
+
+	group, err := sarama.NewConsumerGroup(r.cfg.Brokers, r.cfg.Group, consumerCfg)
+	if err != nil {
+		return fmt.Errorf("inbox: joining consumer group %s: %w", r.cfg.Group, err)
+	}
+	defer func() { err = errors.Join(err, group.Close()) }()
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.consume(ctx, group) })
+	if !r.cfg.Disabled {
+		g.Go(func() error { return r.every(ctx, r.cfg.SweepInterval, "sweeping parked events", r.eng.sweep) })
+		if r.cfg.Retention > 0 {
+			g.Go(func() error { return r.every(ctx, r.cfg.RetentionInterval, "pruning the inbox", r.prune) })
+		}
+	}
+	return g.Wait()
+}
+
+func (r *Runner) saramaConfigs() (consumer, producer *sarama.Config) {
+	base := r.cfg.Sarama
+	if base == nil {
+		base = sarama.NewConfig()
+		base.Version = sarama.V3_0_0_0
+	}
+	c := *base
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Consumer.Offsets.AutoCommit.Enable = true
+	c.Consumer.Return.Errors = false
+	if r.cfg.ProducerSarama != nil {
+		return &c, r.cfg.ProducerSarama
+	}
+	p := *base
+	p.Producer.RequiredAcks = sarama.WaitForAll
+	p.Producer.Return.Successes = true
+	p.Producer.Return.Errors = true
+	return &c, &p
+}
+
+func (r *Runner) consume(ctx context.Context, group sarama.ConsumerGroup) error {
+	h := &claimHandler{r: r}
+	for {
+		err := group.Consume(ctx, []string{r.cfg.Topic}, h)
+		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			return nil
+		}
+		if err != nil {
+			r.cfg.Logger.WarnContext(ctx, "consumer group session ended", "group", r.cfg.Group, "error", err)
+			if err := sleep(ctx, time.Second); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+func (r *Runner) every(ctx context.Context, d time.Duration, what string, fn func(context.Context) error) error {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.WarnContext(ctx, what, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Runner) prune(ctx context.Context) error {
+	n, err := Prune(ctx, r.pool, r.cfg.Retention, r.cfg.RetentionBatch)
+	r.m.pruned.Add(float64(n))
+	return err
+}
+
+// claimHandler is the sarama.ConsumerGroupHandler.
+type claimHandler struct{ r *Runner }
+
+func (h *claimHandler) Setup(sarama.ConsumerGroupSession) error   { h.r.ready.Store(true); return nil }
+func (h *claimHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+// ConsumeClaim processes one partition's messages in order. It returns as
+// soon as the session ends (a rebalance or shutdown): retries and backoff
+// watch the session's context, so a slow or failing handler delays its own
+// partition, never the group's rebalance, and a message whose processing was
+// cut short keeps its offset unmarked and is delivered again.
+func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	r := h.r
+	ctx := sess.Context()
+	lag := r.m.lag.WithLabelValues(claim.Topic(), strconv.FormatInt(int64(claim.Partition()), 10))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case km, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			msg, outcome, err := r.handle(ctx, km)
+			if err != nil {
+				return nil // the session is ending; the offset stays unmarked
+			}
+			if r.cfg.AfterCommit != nil {
+				r.cfg.AfterCommit(ctx, msg, outcome)
+			}
+			sess.MarkMessage(km, "")
+			lag.Set(float64(max(claim.HighWaterMarkOffset()-km.Offset-1, 0)))
+		}
+	}
+}
+
+func (r *Runner) handle(ctx context.Context, km *sarama.ConsumerMessage) (Message, Outcome, error) {
+	msg, err := Decode(km)
+	if err != nil {
+		r.m.failed.WithLabelValues(ReasonUndecodable).Inc()
+		outcome, err := r.eng.deadLetter(ctx, msg, ReasonUndecodable, err, 1)
+		return msg, outcome, err
+	}
+	outcome, err := r.eng.deliver(ctx, msg)
+	return msg, outcome, err
+}

@@ -1,0 +1,142 @@
+// Package ledgerhttp is the ledger's read API: account balances and the
+// journal entries of an order.
+package ledgerhttp
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paylab/paylab/services/ledger/internal/ledgerdb"
+)
+
+// Routes returns the read API:
+//
+//	GET /v1/accounts/{id}          balance per currency
+//	GET /v1/orders/{id}/entries    journal entries with their postings
+func Routes(pool *pgxpool.Pool, log *slog.Logger) http.Handler {
+	a := &api{q: ledgerdb.New(pool), log: log}
+	r := chi.NewRouter()
+	r.Get("/v1/accounts/{id}", a.account)
+	r.Get("/v1/orders/{id}/entries", a.entries)
+	return r
+}
+
+type api struct {
+	q   *ledgerdb.Queries
+	log *slog.Logger
+}
+
+// Balance is an account's balance in one currency, in minor units.
+type Balance struct {
+	Currency string `json:"currency"`
+	Balance  int64  `json:"balance"`
+}
+
+// Account is the body of GET /v1/accounts/{id}.
+type Account struct {
+	ID       string    `json:"id"`
+	Kind     string    `json:"kind"`
+	Balances []Balance `json:"balances"`
+}
+
+// Posting is one line of an entry: credit positive, debit negative.
+type Posting struct {
+	AccountID string `json:"account_id"`
+	Currency  string `json:"currency"`
+	Amount    int64  `json:"amount"`
+}
+
+// Entry is a journal entry.
+type Entry struct {
+	ID        int64     `json:"id"`
+	EventID   uuid.UUID `json:"event_id"`
+	Kind      string    `json:"kind"`
+	RefundID  *string   `json:"refund_id,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Postings  []Posting `json:"postings"`
+}
+
+// Entries is the body of GET /v1/orders/{id}/entries.
+type Entries struct {
+	OrderID string  `json:"order_id"`
+	Entries []Entry `json:"entries"`
+}
+
+func (a *api) account(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	acc, err := a.q.Account(r.Context(), id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		problem(w, http.StatusNotFound, "account_not_found", "no account "+id)
+		return
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	rows, err := a.q.AccountBalances(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := Account{ID: acc.ID, Kind: acc.Kind, Balances: make([]Balance, 0, len(rows))}
+	for _, b := range rows {
+		out.Balances = append(out.Balances, Balance{Currency: b.Currency, Balance: b.Balance})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) entries(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	entries, err := a.q.OrderEntries(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if len(entries) == 0 {
+		problem(w, http.StatusNotFound, "order_not_found", "no journal entries for order "+id)
+		return
+	}
+	postings, err := a.q.OrderPostings(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	byEntry := make(map[int64][]Posting, len(entries))
+	for _, p := range postings {
+		byEntry[p.EntryID] = append(byEntry[p.EntryID], Posting{AccountID: p.AccountID, Currency: p.Currency, Amount: p.Amount})
+	}
+	out := Entries{OrderID: id, Entries: make([]Entry, 0, len(entries))}
+	for _, e := range entries {
+		out.Entries = append(out.Entries, Entry{ID: e.ID, EventID: e.EventID, Kind: e.Kind, RefundID: e.RefundID,
+			CreatedAt: e.CreatedAt, Postings: byEntry[e.ID]})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+	a.log.ErrorContext(r.Context(), "ledger read", "path", r.URL.Path, "error", err)
+	problem(w, http.StatusInternalServerError, "internal", "the ledger could not be read")
+}
+
+// problem writes an RFC 9457 problem+json body.
+func problem(w http.ResponseWriter, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail, "code": code,
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,65 @@
+// Command notifications consumes order events and sends a receipt email per
+// captured or refunded order over SMTP.
+//
+//	notifications                    consume (same as "notifications serve")
+//	notifications redrive <event-id> re-process an event the inbox marked failed
+//
+// Configuration comes from environment variables (see config.go).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paylab/paylab/pkg/inbox"
+)
+
+func main() {
+	ctx, stop := signalContext()
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "notifications:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", "notifications")
+	switch {
+	case len(args) == 0 || args[0] == "serve":
+		return serve(ctx, cfg, log, nil)
+	case args[0] == "redrive" && len(args) == 2:
+		return redrive(ctx, cfg, log, args[1])
+	}
+	return errors.New("usage: notifications [serve] | notifications redrive <event-id>")
+}
+
+// redrive re-processes one failed event (an operator command): the receipt
+// is sent now.
+func redrive(ctx context.Context, cfg config, log *slog.Logger, arg string) error {
+	id, err := uuid.Parse(arg)
+	if err != nil {
+		return fmt.Errorf("event id %q: %w", arg, err)
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("opening the database: %w", err)
+	}
+	defer pool.Close()
+	outcome, err := inbox.Redrive(ctx, pool, inbox.Config{Handlers: notifier(cfg, nil).Handlers(), Logger: log}, id)
+	if err != nil {
+		return fmt.Errorf("re-driving %s: %w", id, err)
+	}
+	fmt.Printf("event %s: %s\n", id, outcome)
+	return nil
+}
