@@ -1,0 +1,98 @@
+// Package localstack starts private PostgreSQL servers and Kafka brokers with
+// scripts/stack.sh, on free loopback ports and with their state in a
+// temporary folder, so a test or a chaos run can stop and restart one without
+// touching anybody else's.
+package localstack
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// Server is one private PostgreSQL server ("pg") or Kafka broker ("kafka").
+type Server struct {
+	service string
+	dir     string
+	env     []string
+	port    int
+}
+
+// NewKafka prepares (does not start) a private Kafka broker.
+func NewKafka() (*Server, error) { return newServer("kafka") }
+
+// NewPostgres prepares (does not start) a private PostgreSQL server.
+func NewPostgres() (*Server, error) { return newServer("pg") }
+
+func newServer(service string) (*Server, error) {
+	dir, err := os.MkdirTemp("", "paylab-"+service+"-")
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	controller, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{service: service, dir: dir, port: port}
+	s.env = append(os.Environ(), "PAYLAB_STACK_DIR="+dir, "KAFKA_BROKERS=", "PAYLAB_ADMIN_DATABASE_URL=",
+		fmt.Sprintf("PAYLAB_PG_PORT=%d", port),
+		fmt.Sprintf("PAYLAB_KAFKA_PORT=%d", port),
+		fmt.Sprintf("PAYLAB_KAFKA_CONTROLLER_PORT=%d", controller))
+	return s, nil
+}
+
+// Start starts the server (again) and waits until it is ready.
+func (s *Server) Start() error { return s.stack("up") }
+
+// Stop stops the server cleanly; its data stays for the next Start.
+func (s *Server) Stop() error { return s.stack("down") }
+
+// Remove stops the server and deletes its data.
+func (s *Server) Remove() error {
+	err := s.Stop()
+	if rmErr := os.RemoveAll(s.dir); err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+// Brokers is a private broker's bootstrap address.
+func (s *Server) Brokers() []string { return []string{fmt.Sprintf("127.0.0.1:%d", s.port)} }
+
+// AdminURL is a private PostgreSQL server's superuser URL.
+func (s *Server) AdminURL() string {
+	return fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+}
+
+func (s *Server) stack(verb string) error {
+	cmd := exec.Command(filepath.Join(RepoRoot(), "scripts", "stack.sh"), verb, s.service)
+	cmd.Env = s.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("stack.sh %s %s: %w\n%s", verb, s.service, err, out)
+	}
+	return nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RepoRoot is the repository's root folder, found from this source file.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return strings.TrimSuffix(filepath.Dir(file), filepath.Join("internal", "localstack"))
+}
