@@ -43,6 +43,13 @@ kafka-stop: ## stop Kafka alone
 migrate: env-up ## create the databases and roles, apply migrations, create topics
 	@go run ./cmd/paylab init
 
+## ---- run ----
+
+.PHONY: dev
+dev: env-up ## migrate, then run the orders API on 127.0.0.1:8080 (admin :9080) against the local stack
+	@go run ./cmd/paylab init
+	@go run ./services/orders serve
+
 ## ---- code ----
 
 $(SQLC):
@@ -81,3 +88,13 @@ test: verify env-up $(MAILPIT) ## vet, check generated code, then every test aga
 	@go test $(GO_TEST_FLAGS) -v -run '^TestSmoke' ./internal/smoke/
 	@echo "--- all tests"
 	@go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /internal/smoke)
+
+FUZZTIME     ?= 10s
+ORDERS_FUZZ  := FuzzParseNewOrder FuzzParseNewRefund FuzzParseCapture FuzzParseOrderID FuzzAPI
+
+.PHONY: fuzz
+fuzz: env-up ## run every fuzz target of the orders API for FUZZTIME each (default 10s)
+	@for f in $(ORDERS_FUZZ); do \
+	  echo "--- fuzz $$f ($(FUZZTIME))"; \
+	  go test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./services/orders/internal/orderhttp/ || exit 1; \
+	done

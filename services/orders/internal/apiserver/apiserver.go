@@ -108,9 +108,12 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 		}
 		return err
 	})
-	err = g.Wait()
-	log.InfoContext(ctx, "stopped", "error", err)
-	return err
+	if err := g.Wait(); err != nil {
+		log.ErrorContext(ctx, "stopped", "error", err)
+		return err
+	}
+	log.InfoContext(ctx, "stopped")
+	return nil
 }
 
 // publicServer is the public listener's server, with explicit timeouts.

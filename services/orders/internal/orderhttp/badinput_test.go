@@ -122,6 +122,9 @@ func TestBadInputs(t *testing.T) {
 			}
 		})
 	}
+	if allow := b.do("DELETE", "/v1/orders/"+authorized, "").Header.Values("Allow"); strings.Join(allow, ",") != "GET" {
+		t.Errorf("Allow on 405 = %v, want GET", allow)
+	}
 	if len(tests) < 25 {
 		t.Fatalf("only %d cases", len(tests))
 	}

@@ -188,28 +188,23 @@ func TestConcurrentCapturesExactlyOneWins(t *testing.T) {
 	id := b.createOrder()
 
 	const n = 50
-	statuses := make([]int, n)
-	codes := make([]any, n)
+	results := make([]response, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			res := b.do(http.MethodPost, "/v1/orders/"+id+"/capture", "")
-			statuses[i] = res.Status
-			if res.Status != http.StatusOK {
-				codes[i] = res.json(t)["code"]
-			}
+			results[i] = b.do(http.MethodPost, "/v1/orders/"+id+"/capture", "")
 		})
 	}
 	close(start)
 	wg.Wait()
 
 	count := map[int]int{}
-	for i, s := range statuses {
-		count[s]++
-		if s == http.StatusConflict && codes[i] != "order_not_capturable" {
-			t.Errorf("409 with code %v", codes[i])
+	for _, r := range results {
+		count[r.Status]++
+		if r.Status == http.StatusConflict && r.json(t)["code"] != "order_not_capturable" {
+			t.Errorf("409 with body %s", r.Body)
 		}
 	}
 	if count[http.StatusOK] != 1 || count[http.StatusConflict] != n-1 {

@@ -139,4 +139,13 @@ func TestIdempotentConcurrentDuplicatesHaveOneEffect(t *testing.T) {
 	if n := b.count("SELECT count(*) FROM idempotency_keys"); n != 1 {
 		t.Fatalf("idempotency keys = %d, want 1", n)
 	}
+
+	// The other side: the same duplicates without a key are n payments.
+	for range n {
+		wg.Go(func() { b.do(http.MethodPost, "/v1/payments", paymentBody) })
+	}
+	wg.Wait()
+	if got := b.count("SELECT count(*) FROM orders"); got != 1+n {
+		t.Fatalf("orders without a key = %d, want %d: every duplicate is an effect", got-1, n)
+	}
 }
