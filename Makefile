@@ -88,6 +88,8 @@ test: verify env-up $(MAILPIT) ## vet, check generated code, then every test aga
 	@go test $(GO_TEST_FLAGS) -v -run '^TestSmoke' ./internal/smoke/
 	@echo "--- all tests"
 	@go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /internal/smoke)
+	@echo "--- fuzz: the request decoders, briefly"
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=4s
 
 FUZZTIME     ?= 10s
 ORDERS_FUZZ  := FuzzParseNewOrder FuzzParseNewRefund FuzzParseCapture FuzzParseOrderID FuzzAPI
