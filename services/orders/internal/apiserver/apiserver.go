@@ -18,6 +18,7 @@ import (
 
 	"github.com/paylab/paylab/internal/admin"
 	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/chaos"
 	"github.com/paylab/paylab/services/orders/internal/config"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 	"github.com/paylab/paylab/services/orders/internal/orderhttp"
@@ -26,7 +27,9 @@ import (
 
 // Options are the process's optional collaborators.
 type Options struct {
-	// Hooks are called at the step boundaries of every state change.
+	// Hooks are called at the step boundaries of every state change; when
+	// none is set, the chaos fault points of the same names are (a no-op
+	// until a fault is armed over the admin listener).
 	Hooks orderapp.Hooks
 	// OnListen, when set, is called with the bound addresses of the public
 	// and admin listeners once both listen (useful with port 0).
@@ -58,9 +61,13 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 		log.WarnContext(ctx, "OUTBOX_MODE is naive: events are published straight to Kafka and CAN BE LOST OR PHANTOM; this mode exists only to demonstrate the dual-write hole",
 			"mode", cfg.OutboxMode)
 	}
+	hooks := opts.Hooks
+	if hooks.BeforeCommit == nil && hooks.AfterCommitBeforePublish == nil && hooks.AfterPublishBeforeCommit == nil {
+		hooks = faultHooks()
+	}
 	app, err := orderapp.New(orderapp.Config{
 		Pool: pool, Mode: cfg.Mode(), Topic: cfg.OrdersTopic, Publisher: pub,
-		Hooks: opts.Hooks, Logger: log, Registerer: reg,
+		Hooks: hooks, Logger: log, Registerer: reg,
 	})
 	if err != nil {
 		return err
@@ -71,7 +78,11 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 	}
 
 	apiSrv := publicServer(cfg.HTTPAddr, orderhttp.Routes(app, log, metrics), log)
-	adminSrv := admin.Server(cfg.AdminAddr, admin.Handler(reg, map[string]admin.Check{"database": pool.Ping}))
+	adminRoutes := admin.Handler(reg, map[string]admin.Check{"database": pool.Ping})
+	if err := chaos.Mount(adminRoutes, chaos.Default, cfg.ChaosEnabled, cfg.ChaosToken); err != nil {
+		return err
+	}
+	adminSrv := admin.Server(cfg.AdminAddr, adminRoutes)
 	apiLn, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listening on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)

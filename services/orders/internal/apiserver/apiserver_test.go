@@ -26,7 +26,7 @@ type process struct {
 
 // start runs the API process on free ports against a fresh database, with
 // KAFKA_BROKERS pointing at a port nothing listens on.
-func start(t *testing.T, mode string) *process {
+func start(t *testing.T, mode string, adjust ...func(*config.API)) *process {
 	t.Helper()
 	pool, dbURL := testenv.NewPool(t, "orders")
 	cfg := config.API{
@@ -34,6 +34,9 @@ func start(t *testing.T, mode string) *process {
 		HTTPAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", OutboxMode: mode, LogLevel: "info",
 		IdempotencyRetention: 24 * time.Hour, IdempotencyPruneInterval: time.Minute,
 		ShutdownTimeout: 5 * time.Second, DatabaseMaxConns: 4,
+	}
+	for _, f := range adjust {
+		f(&cfg)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -216,4 +219,49 @@ func grep(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// The chaos controls exist only with CHAOS_ENABLED, need the token, and an
+// armed fault fails a payment at its step boundary (503, nothing committed).
+// Not parallel: faults are armed on the process-wide registry.
+func TestChaosControls(t *testing.T) {
+	off := start(t, "outbox")
+	if status, _ := get(t, off.admin+"/chaos/faults"); status != http.StatusNotFound {
+		t.Fatalf("without CHAOS_ENABLED: GET /chaos/faults = %d, want 404", status)
+	}
+
+	p := start(t, "outbox", func(c *config.API) { c.ChaosEnabled, c.ChaosToken = true, "s3cret" })
+	call := func(method, path, token, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, p.admin+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := call(http.MethodGet, "/chaos/faults", "", ""); got != http.StatusUnauthorized {
+		t.Fatalf("no token: %d, want 401", got)
+	}
+	if got := call(http.MethodGet, "/chaos/faults", "wrong", ""); got != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d, want 401", got)
+	}
+	t.Cleanup(func() { call(http.MethodDelete, "/chaos/faults", "s3cret", "") })
+	if got := call(http.MethodPut, "/chaos/faults/orders.before_commit", "s3cret", `{"action":"error","count":1}`); got/100 != 2 {
+		t.Fatalf("arming: %d", got)
+	}
+	if status, body := pay(t, p); status != http.StatusServiceUnavailable || !strings.Contains(body, "fault_injected") {
+		t.Fatalf("payment with an armed fault = %d %s, want 503 fault_injected", status, body)
+	}
+	if n := count(t, p, "SELECT count(*) FROM orders"); n != 0 {
+		t.Fatalf("%d orders committed despite the fault before commit", n)
+	}
+	// The fault fired its one time; the client's retry with the same key succeeds.
+	if status, body := pay(t, p); status != http.StatusCreated {
+		t.Fatalf("retry = %d %s, want 201", status, body)
+	}
 }

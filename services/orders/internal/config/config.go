@@ -38,6 +38,10 @@ type API struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	// DatabaseMaxConns is the size of the connection pool.
 	DatabaseMaxConns int32 `env:"DATABASE_MAX_CONNS" envDefault:"10"`
+	// ChaosEnabled mounts the fault-injection controls (/chaos/…) on the
+	// admin listener, guarded by the bearer token ChaosToken.
+	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
+	ChaosToken   string `env:"CHAOS_TOKEN"`
 }
 
 // MinIdempotencyRetention is the shortest IDEMPOTENCY_RETENTION allowed.
@@ -123,6 +127,9 @@ func (c API) Validate() error {
 	if c.DatabaseMaxConns < 1 {
 		bad("DATABASE_MAX_CONNS must be at least 1, got %d", c.DatabaseMaxConns)
 	}
+	if c.ChaosEnabled && c.ChaosToken == "" {
+		bad("CHAOS_TOKEN must be set when CHAOS_ENABLED=true")
+	}
 	return errors.Join(errs...)
 }
 
@@ -156,6 +163,8 @@ func (c API) LogValue() slog.Value {
 		slog.String("IDEMPOTENCY_PRUNE_INTERVAL", c.IdempotencyPruneInterval.String()),
 		slog.String("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String()),
 		slog.Int("DATABASE_MAX_CONNS", int(c.DatabaseMaxConns)),
+		slog.Bool("CHAOS_ENABLED", c.ChaosEnabled),
+		slog.Bool("CHAOS_TOKEN set", c.ChaosToken != ""),
 	)
 }
 

@@ -20,6 +20,10 @@ var (
 
 	// ErrPublish: naive mode could not publish an event to Kafka.
 	ErrPublish = errors.New("publishing event")
+
+	// ErrUnavailable: the database could not be reached or is restarting;
+	// nothing was committed, and the request can be retried.
+	ErrUnavailable = errors.New("database unavailable")
 )
 
 // FieldError is one invalid field of a request.

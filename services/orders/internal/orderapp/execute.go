@@ -25,12 +25,14 @@ const rollbackTimeout = 5 * time.Second
 // execute runs fn in one transaction together with the idempotency key and,
 // depending on the mode, the outbox rows or the direct publish:
 //
-//	outbox:              claim key, effect, outbox rows, store key, [before_commit], commit
+//	outbox:              claim key, effect, outbox rows, store key, [before_commit], commit,
+//	                     [after_commit_before_publish]
 //	naive:               claim key, effect, store key, [before_commit], commit,
 //	                     [after_commit_before_publish], publish
 //	naive-publish-first: claim key, effect, store key, publish,
 //	                     [after_publish_before_commit], [before_commit], commit
 func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (result any, stored *Response, replayed bool, err error) {
+	defer func() { err = translate(err) }()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("beginning transaction: %w", err)
@@ -85,8 +87,17 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 	if err := tx.Commit(ctx); err != nil {
 		return nil, nil, false, fmt.Errorf("committing: %w", translate(err))
 	}
-	if s.mode == ModeNaive && len(events) > 0 {
+	switch {
+	case len(events) == 0:
+	case s.mode == ModeNaive:
 		s.publishAfterCommit(ctx, op, events)
+	case s.mode == ModeOutbox:
+		// The same boundary in outbox mode: committed, and the relay will
+		// publish. A failure here loses nothing; the client, like any client
+		// whose response was lost, retries with its Idempotency-Key.
+		if err := s.hooks.at(ctx, StepAfterCommitBeforePublish, op); err != nil {
+			return nil, nil, false, err
+		}
 	}
 	return result, stored, false, nil
 }

@@ -2,6 +2,9 @@ package orderapp
 
 import (
 	"errors"
+	"io"
+	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -17,6 +20,12 @@ const (
 // translate turns PostgreSQL errors into the application's errors, in one
 // place. Errors without a meaning here pass through unchanged.
 func translate(err error) error {
+	if err == nil || errors.Is(err, order.ErrUnavailable) {
+		return err
+	}
+	if unavailable(err) {
+		return errors.Join(order.ErrUnavailable, err)
+	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return err
@@ -32,4 +41,26 @@ func translate(err error) error {
 		return errors.Join(order.ErrRefundTooLarge, err)
 	}
 	return err
+}
+
+// unavailable reports whether err means the database could not be reached or
+// is going away (restart, shutdown, connection lost), as opposed to a
+// statement it refused.
+func unavailable(err error) bool {
+	var (
+		pgErr      *pgconn.PgError
+		connectErr *pgconn.ConnectError
+		netErr     net.Error
+	)
+	switch {
+	case errors.As(err, &pgErr):
+		// Class 08: connection exception; 57P01-03: admin shutdown, crash
+		// shutdown, cannot connect now; 53300: too many connections.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300"
+	case errors.As(err, &connectErr), errors.As(err, &netErr):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return true
+	}
+	return pgconn.SafeToRetry(err)
 }

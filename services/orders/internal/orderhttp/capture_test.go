@@ -140,7 +140,7 @@ func TestCaptureErrorBeforeCommitLeavesNeitherChangeNorEvent(t *testing.T) {
 
 	armed.Store(true)
 	res := b.do(http.MethodPost, "/v1/orders/"+id+"/capture", "")
-	if res.Status != http.StatusInternalServerError || res.json(t)["code"] != "internal" {
+	if res.Status != http.StatusServiceUnavailable || res.json(t)["code"] != "fault_injected" {
 		t.Fatalf("capture with a failure before commit = %d %s", res.Status, res.Body)
 	}
 	if o := b.order(id); o.Status != "authorized" || o.Captured != 0 || o.Seq != 0 || o.Version != 1 {
@@ -166,7 +166,7 @@ func TestPlacePaymentErrorBeforeCommitLeavesNothing(t *testing.T) {
 	armed.Store(true)
 	b := setup(t, func(c *orderapp.Config) { c.Hooks.BeforeCommit = failing(orderapp.OpPlacePayment, &armed) })
 	res := b.do(http.MethodPost, "/v1/payments", paymentBody, "Idempotency-Key", "k-1")
-	if res.Status != http.StatusInternalServerError {
+	if res.Status != http.StatusServiceUnavailable {
 		t.Fatalf("status = %d %s", res.Status, res.Body)
 	}
 	for _, table := range []string{"orders", "outbox", "idempotency_keys"} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paylab/paylab/services/orders/internal/logctx"
 	"github.com/paylab/paylab/services/orders/internal/order"
+	"github.com/paylab/paylab/services/orders/internal/orderapp"
 )
 
 // ContentTypeProblem is the media type of error responses (RFC 9457).
@@ -52,8 +53,9 @@ func badRequest(status int, code, detail string, fields ...FieldIssue) error {
 // the only place that does.
 func problemFor(err error) Problem {
 	var (
-		reqErr *requestError
-		valErr *order.ValidationError
+		reqErr  *requestError
+		valErr  *order.ValidationError
+		stepErr *orderapp.StepError
 	)
 	switch {
 	case errors.As(err, &reqErr):
@@ -87,6 +89,12 @@ func problemFor(err error) Problem {
 	case errors.Is(err, order.ErrPublish):
 		return newProblem(http.StatusServiceUnavailable, "broker_unavailable",
 			"The event could not be published, so the change was not committed.")
+	case errors.Is(err, order.ErrUnavailable):
+		return newProblem(http.StatusServiceUnavailable, "database_unavailable",
+			"The database is unavailable; nothing was committed. Retry with the same Idempotency-Key.")
+	case errors.As(err, &stepErr):
+		return newProblem(http.StatusServiceUnavailable, "fault_injected",
+			"A fault armed over the chaos controls failed this request at "+string(stepErr.Step)+".")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return newProblem(http.StatusServiceUnavailable, "unavailable", "The request was cancelled or timed out.")
 	default:

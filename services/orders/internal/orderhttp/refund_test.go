@@ -107,7 +107,7 @@ func TestRefundErrorBeforeCommitLeavesNeitherChangeNorEvent(t *testing.T) {
 
 	armed.Store(true)
 	res := b.do(http.MethodPost, "/v1/orders/"+id+"/refunds", `{"amount":500}`)
-	if res.Status != http.StatusInternalServerError {
+	if res.Status != http.StatusServiceUnavailable {
 		t.Fatalf("refund with a failure before commit = %d %s", res.Status, res.Body)
 	}
 	if o := b.order(id); o.Status != "captured" || o.Refunded != 0 || o.Seq != 1 {
