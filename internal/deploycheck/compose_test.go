@@ -19,8 +19,6 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 )
 
-
-
 func loadCompose(t *testing.T) *types.Project {
 	t.Helper()
 	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "docker-compose.yml")},

@@ -28,11 +28,11 @@ type Sources struct {
 // Effects compares what one consumer did with what the orders database says
 // happened.
 type Effects struct {
-	Expected   int `json:"expected"`   // committed captures + refunds
-	Applied    int `json:"applied"`    // distinct expected effects present
-	Lost       int `json:"lost"`       // expected, absent
-	Duplicate  int `json:"duplicate"`  // present more than once (extra copies)
-	Phantom    int `json:"phantom"`    // present without a committed cause
+	Expected   int `json:"expected"`  // committed captures + refunds
+	Applied    int `json:"applied"`   // distinct expected effects present
+	Lost       int `json:"lost"`      // expected, absent
+	Duplicate  int `json:"duplicate"` // present more than once (extra copies)
+	Phantom    int `json:"phantom"`   // present without a committed cause
 	OutOfOrder int `json:"out_of_order"`
 }
 
