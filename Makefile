@@ -91,6 +91,14 @@ test: verify env-up $(MAILPIT) ## vet, check generated code, then every test aga
 	@echo "--- fuzz: the request decoders, briefly"
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=4s
 
+.PHONY: build
+build: ## build every binary into bin/
+	@go build -o bin/ ./cmd/paylab ./services/orders ./services/ledger ./services/notifications
+
+.PHONY: chaos
+chaos: build $(MAILPIT) ## run every chaos scenario (naive vs outbox+inbox under faults) and print the table
+	@bin/paylab chaos run all
+
 FUZZTIME     ?= 10s
 ORDERS_FUZZ  := FuzzParseNewOrder FuzzParseNewRefund FuzzParseCapture FuzzParseOrderID FuzzAPI
 

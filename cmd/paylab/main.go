@@ -6,6 +6,7 @@
 //	paylab load      place payments at a constant rate, report latency percentiles
 //	paylab probe     GET a URL, exit 0 on 2xx (container health checks)
 //	paylab verify    reconcile orders, ledger and notifications; non-zero on violations
+//	paylab chaos     run the chaos scenarios (naive vs outbox+inbox under faults)
 package main
 
 import (
@@ -31,6 +32,8 @@ commands:
   probe URL GET URL; exit 0 when it answers 2xx (container health checks)
   verify    reconcile orders, ledger and notifications (and the topic); print
             lost, phantom, duplicate and out-of-order effects; exit 1 on any
+  chaos     chaos list | chaos run <scenario>…|all [--quick] [--json]: faults
+            under load against private servers; a table of what each one cost
 
 Settings come from the environment; see the README's configuration table.
 `
@@ -67,6 +70,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runTopics(ctx, out)
 	case "load":
 		return runLoad(ctx, args[1:], out)
+	case "chaos":
+		return runChaos(ctx, args[1:], out)
 	case "verify":
 		return runVerify(ctx, args[1:], out)
 	case "probe":

@@ -1,0 +1,133 @@
+package chaosrun
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/localstack"
+	"github.com/paylab/paylab/internal/migrate"
+	"github.com/paylab/paylab/internal/supervise"
+)
+
+// Env is what every scenario of a run shares: a private PostgreSQL server, a
+// private Kafka broker and a Mailpit SMTP server, so a run never touches the
+// developer's stack and may stop and restart its servers at will.
+type Env struct {
+	Bin     string // folder holding the orders, ledger and notifications binaries
+	Mailpit string // path of the Mailpit binary
+	LogDir  string
+
+	pg, kafka *localstack.Server
+	smtp      string
+	mailpit   *supervise.Process
+}
+
+// Start brings the private servers up.
+func (e *Env) Start(ctx context.Context) error {
+	if err := os.MkdirAll(e.LogDir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"orders", "ledger", "notifications"} {
+		if _, err := os.Stat(filepath.Join(e.Bin, name)); err != nil {
+			return fmt.Errorf("binary %s not found in %s (go build -o %s ./services/...): %w", name, e.Bin, e.Bin, err)
+		}
+	}
+	var err error
+	if e.pg, err = localstack.NewPostgres(); err != nil {
+		return err
+	}
+	if err := e.pg.Start(); err != nil {
+		return err
+	}
+	if e.kafka, err = localstack.NewKafka(); err != nil {
+		return err
+	}
+	if err := e.kafka.Start(); err != nil {
+		return err
+	}
+	if err := migrate.Bootstrap(ctx, e.pg.AdminURL(), migrate.Defaults()); err != nil {
+		return err
+	}
+	smtpPort, err := localstack.FreePort()
+	if err != nil {
+		return err
+	}
+	apiPort, err := localstack.FreePort()
+	if err != nil {
+		return err
+	}
+	e.smtp = fmt.Sprintf("127.0.0.1:%d", smtpPort)
+	dir, err := os.MkdirTemp("", "paylab-mailpit-")
+	if err != nil {
+		return err
+	}
+	e.mailpit = &supervise.Process{
+		Name: "mailpit", Path: e.Mailpit,
+		Args: []string{"--smtp", e.smtp, "--listen", fmt.Sprintf("127.0.0.1:%d", apiPort),
+			"--database", filepath.Join(dir, "mailpit.db"), "--max", "0", "--disable-version-check", "--quiet"},
+		ReadyURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", apiPort),
+		Restart:  true,
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return e.mailpit.Start(sctx)
+}
+
+// Stop removes the private servers and their data.
+func (e *Env) Stop() {
+	if e.mailpit != nil {
+		e.mailpit.Stop(5 * time.Second)
+	}
+	if e.kafka != nil {
+		_ = e.kafka.Remove()
+	}
+	if e.pg != nil {
+		_ = e.pg.Remove()
+	}
+}
+
+// database creates a fresh, migrated database for service, owned by its role,
+// and returns its URL.
+func (e *Env) database(ctx context.Context, service, name string) (string, error) {
+	admin, err := pgx.Connect(ctx, e.pg.AdminURL())
+	if err != nil {
+		return "", err
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return "", err
+	}
+	if err := migrate.EnsureDatabase(ctx, admin, name, service, ""); err != nil {
+		return "", err
+	}
+	url, err := migrate.URL(e.pg.AdminURL(), name, service, service)
+	if err != nil {
+		return "", err
+	}
+	if _, err := migrate.Up(ctx, url, service); err != nil {
+		return "", err
+	}
+	return url, nil
+}
+
+// topic creates a topic and its dead-letter topic.
+func (e *Env) topic(name string) error {
+	admin, err := sarama.NewClusterAdmin(e.kafka.Brokers(), broker.Config("paylab-chaos"))
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	for _, t := range []string{name, name + ".dlq"} {
+		if err := broker.EnsureTopic(admin, t, 6); err != nil {
+			return err
+		}
+	}
+	return nil
+}

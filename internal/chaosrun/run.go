@@ -1,0 +1,122 @@
+package chaosrun
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/paylab/paylab/internal/loadgen"
+	"github.com/paylab/paylab/internal/reconcile"
+)
+
+// Select returns the scenarios named (or all of them for "all").
+func Select(names []string) ([]Scenario, error) {
+	all := Scenarios()
+	if len(names) == 1 && names[0] == "all" {
+		return all, nil
+	}
+	var out []Scenario
+	for _, n := range names {
+		found := false
+		for _, s := range all {
+			if s.Name == n {
+				out = append(out, s)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no scenario %q (paylab chaos list)", n)
+		}
+	}
+	return out, nil
+}
+
+// Run runs each scenario in env with sizes s, printing progress to log, and
+// returns one result per scenario.
+func Run(ctx context.Context, env *Env, scenarios []Scenario, s Sizes, log io.Writer) []Result {
+	results := make([]Result, 0, len(scenarios))
+	for i, sc := range scenarios {
+		fmt.Fprintf(log, "[%d/%d] %s: %s\n", i+1, len(scenarios), sc.Name, sc.Description)
+		r := runOne(ctx, env, sc, s, uint64(i+1))
+		verdict := "PASS"
+		if !r.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(log, "      %s (expect %s): %d payments, %d lost, %d phantom, %d duplicate effects, %d duplicates on the wire. %s %s\n",
+			verdict, r.Expect, r.Payments, r.Lost, r.Phantom, r.DupEffects, r.DupOnWire, r.Note, r.Error)
+		results = append(results, r)
+	}
+	return results
+}
+
+func runOne(ctx context.Context, env *Env, sc Scenario, s Sizes, seed uint64) (r Result) {
+	r = Result{Scenario: sc.Name, Mode: sc.opts.mode, Expect: sc.expect}
+	if !sc.opts.inboxEnabled {
+		r.Mode += ", inbox off"
+	}
+	fail := func(err error) Result {
+		r.Error = err.Error()
+		r.Pass = false
+		return r
+	}
+	d, err := env.deploy(ctx, sc.Name, sc.opts)
+	if err != nil {
+		return fail(err)
+	}
+	defer d.Stop()
+
+	// The load runs while the scenario injects its fault.
+	loadCtx, cancelLoad := context.WithCancel(ctx)
+	defer cancelLoad()
+	loadDone := make(chan loadgen.Report, 1)
+	go func() {
+		rep, _ := loadgen.Run(loadCtx, loadgen.Config{
+			BaseURL: d.APIURL, Rate: s.Rate, Count: s.Payments, Seed: seed, Timeout: 5 * time.Second,
+		})
+		loadDone <- rep
+	}()
+	faultCtx, cancelFault := context.WithTimeout(ctx, s.Settle)
+	note, recovery, faultErr := sc.during(faultCtx, d, s)
+	cancelFault()
+	load := <-loadDone
+	r.StatusCode = load.StatusCode
+	r.Note, r.Recovery = note, recovery
+
+	rep, err := reconcile.Settle(ctx, d.Src, s.Settle, 3*time.Second)
+	if err != nil {
+		return fail(err)
+	}
+	r.judge(rep)
+	if faultErr != nil {
+		r.Error = faultErr.Error()
+		r.Pass = false
+	}
+	return r
+}
+
+// Table renders results as the report table.
+func Table(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tmode\tpayments\tlost\tphantom\tdup on wire\tdup effects\tout of order\trecovery\texpected\tverdict")
+	for _, r := range results {
+		verdict := "PASS"
+		if !r.Pass {
+			verdict = "FAIL"
+		}
+		rec := "-"
+		if r.Recovery > 0 {
+			rec = r.Recovery.Round(10 * time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Scenario, r.Mode, r.Payments, r.Lost, r.Phantom,
+			r.DupOnWire, r.DupEffects, r.OutOfOrder, rec, r.Expect, verdict)
+	}
+	tw.Flush()
+	for _, r := range results {
+		if r.Note != "" || r.Error != "" {
+			fmt.Fprintf(w, "  %s: %s\n", r.Scenario, strings.TrimSpace(r.Note+" "+r.Error))
+		}
+	}
+}

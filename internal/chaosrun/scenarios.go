@@ -1,0 +1,234 @@
+package chaosrun
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/supervise"
+)
+
+// Scenarios lists every scenario, in the order `all` runs them.
+func Scenarios() []Scenario {
+	outbox := options{mode: "outbox", inboxEnabled: true, relays: 2, leaseTTL: 10 * time.Second}
+	with := func(o options, f func(*options)) options { f(&o); return o }
+	return []Scenario{
+		{
+			Name:        "naive-crash-after-commit",
+			Description: "naive mode: the API crashes after committing, before publishing",
+			opts:        with(outbox, func(o *options) { o.mode = "naive" }),
+			expect:      Lost,
+			during:      crashAt(func(d *Deployment) *supervise.Process { return d.Orders }, "orders.after_commit_before_publish"),
+		},
+		{
+			Name:        "naive-publish-first-rollback",
+			Description: "naive publish-first: the transaction fails after the event was published",
+			opts:        with(outbox, func(o *options) { o.mode = "naive-publish-first" }),
+			expect:      Phantom,
+			during:      failSometimes("orders.after_publish_before_commit", 0.05),
+		},
+		{
+			Name:        "outbox-crash-after-commit",
+			Description: "outbox: the API crashes after committing (same point as the naive run)",
+			opts:        outbox,
+			expect:      Clean,
+			during:      crashAt(func(d *Deployment) *supervise.Process { return d.Orders }, "orders.after_commit_before_publish"),
+		},
+		{
+			Name:        "outbox-fail-before-commit",
+			Description: "outbox: the transaction fails before commit (same point as publish-first)",
+			opts:        outbox,
+			expect:      Clean,
+			during:      failSometimes("orders.before_commit", 0.05),
+		},
+		{
+			Name:        "relay-crash-after-publish",
+			Description: "a relay crashes after publishing, before marking the rows dispatched",
+			opts:        outbox,
+			expect:      CleanWithWireDuplicates,
+			during:      crashAt(func(d *Deployment) *supervise.Process { return d.Relays[0] }, "relay.after_publish_before_mark"),
+		},
+		{
+			Name:        "relay-crash-after-publish-inbox-off",
+			Description: "the same with INBOX_ENABLED=false: the duplicates reach the effects",
+			opts:        with(outbox, func(o *options) { o.inboxEnabled = false }),
+			expect:      DuplicateEffects,
+			during:      crashAt(func(d *Deployment) *supervise.Process { return d.Relays[0] }, "relay.after_publish_before_mark"),
+		},
+		{
+			Name:        "relay-killed-holding-leases",
+			Description: "3 relays; one is killed with SIGKILL while it holds leased rows",
+			opts:        with(outbox, func(o *options) { o.relays, o.leaseTTL = 3, 3*time.Second }),
+			expect:      Clean,
+			during:      killRelayHoldingLeases,
+		},
+		{
+			Name:        "ledger-crash-before-offset-commit",
+			Description: "the ledger crashes after applying, before committing its Kafka offset",
+			opts:        outbox,
+			expect:      Clean,
+			during:      crashAt(func(d *Deployment) *supervise.Process { return d.Ledger }, "ledger.after_apply_before_offset_commit"),
+		},
+		{
+			Name:        "kafka-down",
+			Description: "Kafka is stopped under load, then started again",
+			opts:        outbox,
+			expect:      Clean,
+			during:      kafkaDown,
+		},
+		{
+			Name:        "postgres-restart",
+			Description: "PostgreSQL is restarted under load",
+			opts:        outbox,
+			expect:      Clean,
+			during:      postgresRestart,
+		},
+	}
+}
+
+// crashAt crashes the process that pick returns at point, Crashes times,
+// letting the supervisor bring it back each time.
+func crashAt(pick func(*Deployment) *supervise.Process, point string) func(context.Context, *Deployment, Sizes) (string, time.Duration, error) {
+	return func(ctx context.Context, d *Deployment, s Sizes) (string, time.Duration, error) {
+		p := pick(d)
+		n := d.CrashRepeatedly(ctx, p, point, s.Crashes)
+		return fmt.Sprintf("%s crashed %d× at %s", p.Name, n, point), 0, nil
+	}
+}
+
+// failSometimes arms an error with a probability at an orders step.
+func failSometimes(point string, p float64) func(context.Context, *Deployment, Sizes) (string, time.Duration, error) {
+	return func(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
+		err := d.Arm(ctx, d.Orders, point, chaos.Fault{Action: chaos.Error, Probability: p})
+		return fmt.Sprintf("%s fails with probability %.2f", point, p), 0, err
+	}
+}
+
+// killRelayHoldingLeases holds relay-0 right after it leases a batch (a
+// delay fault), kills it with SIGKILL, and measures how long its rows stay
+// unpublished: the takeover time (lease TTL + one poll, at most).
+func killRelayHoldingLeases(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
+	victim := d.Relays[0]
+	victim.Restart = false
+	if err := d.Arm(ctx, victim, "relay.after_lease", chaos.Fault{Action: chaos.Delay, Delay: chaos.Duration(time.Minute)}); err != nil {
+		return "", 0, err
+	}
+	conn, err := pgx.Connect(ctx, d.Src.OrdersURL)
+	if err != nil {
+		return "", 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	held := func() int {
+		var n int
+		_ = conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE lease_owner = 'relay-0' AND dispatched_at IS NULL`).Scan(&n)
+		return n
+	}
+	for held() == 0 {
+		select {
+		case <-ctx.Done():
+			return "relay-0 never held a lease", 0, nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	rows := held()
+	victim.Kill()
+	killed := time.Now()
+	for held() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Sprintf("relay-0 killed holding %d rows; not taken over", rows), 0, nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	takeover := time.Since(killed)
+	return fmt.Sprintf("relay-0 killed holding %d leased rows; taken over in %s (TTL %s + poll 250ms)",
+		rows, takeover.Round(10*time.Millisecond), d.opts.leaseTTL), takeover, nil
+}
+
+// kafkaDown stops the broker for the outage, checks that the publish-lag
+// gauge rises meanwhile, and measures how long the backlog takes to drain.
+func kafkaDown(ctx context.Context, d *Deployment, s Sizes) (string, time.Duration, error) {
+	time.Sleep(s.Outage / 4) // let some payments flow first
+	if err := d.env.kafka.Stop(); err != nil {
+		return "", 0, err
+	}
+	down := time.Now()
+	time.Sleep(s.Outage)
+	lag, _ := d.Metric(ctx, d.Relays[0], "paylab_outbox_oldest_pending_age_seconds")
+	pending, _ := d.Metric(ctx, d.Relays[0], "paylab_outbox_pending")
+	if err := d.env.kafka.Start(); err != nil {
+		return "", 0, err
+	}
+	up := time.Now()
+	drained, err := d.waitOutboxEmpty(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	return fmt.Sprintf("Kafka down %s: pending rose to %.0f, oldest %.1fs; drained %s after restart",
+		up.Sub(down).Round(100*time.Millisecond), pending, lag, drained.Round(100*time.Millisecond)), drained, nil
+}
+
+// postgresRestart restarts the database under load.
+func postgresRestart(ctx context.Context, d *Deployment, s Sizes) (string, time.Duration, error) {
+	time.Sleep(time.Second)
+	if err := d.env.pg.Stop(); err != nil {
+		return "", 0, err
+	}
+	down := time.Now()
+	time.Sleep(2 * time.Second)
+	if err := d.env.pg.Start(); err != nil {
+		return "", 0, err
+	}
+	outage := time.Since(down)
+	drained, err := d.waitOutboxEmpty(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	half, err := d.halfWritten(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	if half > 0 {
+		return fmt.Sprintf("%d captured orders without their outbox event", half), drained, fmt.Errorf("half-written state: %d orders", half)
+	}
+	return fmt.Sprintf("PostgreSQL down %s; no half-written order; drained %s after restart",
+		outage.Round(100*time.Millisecond), drained.Round(100*time.Millisecond)), drained, nil
+}
+
+// waitOutboxEmpty waits until no undispatched outbox row is left.
+func (d *Deployment) waitOutboxEmpty(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	for {
+		conn, err := pgx.Connect(ctx, d.Src.OrdersURL)
+		if err == nil {
+			var n int
+			err = conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE dispatched_at IS NULL`).Scan(&n)
+			conn.Close(context.WithoutCancel(ctx))
+			if err == nil && n == 0 {
+				return time.Since(start), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), fmt.Errorf("outbox not drained: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// halfWritten counts captured orders whose OrderCaptured event is missing
+// from the outbox: a change committed without its event.
+func (d *Deployment) halfWritten(ctx context.Context) (int, error) {
+	conn, err := pgx.Connect(ctx, d.Src.OrdersURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM orders o WHERE o.status <> 'authorized'
+		AND NOT EXISTS (SELECT 1 FROM outbox x WHERE x.aggregate_id = o.id::text AND x.event_type = 'OrderCaptured')`).Scan(&n)
+	return n, err
+}
