@@ -160,7 +160,7 @@ func TestPaymentWithKafkaUnreachableNaiveMode(t *testing.T) {
 		t.Fatalf("outbox rows = %d, want 0", n)
 	}
 	_, metrics := get(t, p.admin+"/metrics")
-	if !strings.Contains(metrics, `orders_naive_publish_total{result="failed"} 1`) {
+	if !strings.Contains(metrics, `paylab_orders_naive_publish_total{result="failed"} 1`) {
 		t.Fatalf("the failed publish is not counted:\n%s", grep(metrics, "orders_naive"))
 	}
 }
@@ -177,8 +177,8 @@ func TestAdminListener(t *testing.T) {
 	}
 	_, metrics := get(t, p.admin+"/metrics")
 	for _, want := range []string{
-		`orders_http_requests_total{method="POST",route="/v1/payments",status_class="2xx"} 1`,
-		`orders_http_request_duration_seconds_bucket{method="POST",route="/v1/payments",status_class="2xx",le="+Inf"} 1`,
+		`paylab_http_requests_total{method="POST",route="/v1/payments",status_class="2xx"} 1`,
+		`paylab_http_request_duration_seconds_bucket{method="POST",route="/v1/payments",status_class="2xx",le="+Inf"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -190,7 +190,7 @@ func naiveCount(t *testing.T, b *bundle, result string) float64 {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "orders_naive_publish_total" {
+		if mf.GetName() != "paylab_orders_naive_publish_total" {
 			continue
 		}
 		for _, m := range mf.GetMetric() {

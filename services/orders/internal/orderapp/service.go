@@ -70,7 +70,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		pool: cfg.Pool, mode: cfg.Mode, topic: cfg.Topic, pub: cfg.Publisher, hooks: cfg.Hooks, log: cfg.Logger,
 		naiveC: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orders_naive_publish_total",
+			Name: "paylab_orders_naive_publish_total",
 			Help: "Events the naive modes tried to publish straight to Kafka, by result (published, failed, skipped).",
 		}, []string{"result"}),
 	}

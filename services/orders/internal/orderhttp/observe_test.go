@@ -30,17 +30,17 @@ func TestMetricsUseRoutePatterns(t *testing.T) {
 	b.do(http.MethodGet, "/no/such/"+id, "")
 
 	want := `
-# HELP orders_http_requests_total HTTP requests served by the orders API.
-# TYPE orders_http_requests_total counter
-orders_http_requests_total{method="GET",route="/v1/orders/{id}",status_class="2xx"} 2
-orders_http_requests_total{method="GET",route="/v1/orders/{id}",status_class="4xx"} 1
-orders_http_requests_total{method="GET",route="unmatched",status_class="4xx"} 1
-orders_http_requests_total{method="POST",route="/v1/payments",status_class="2xx"} 2
+# HELP paylab_http_requests_total HTTP requests served, by route pattern, method and status class.
+# TYPE paylab_http_requests_total counter
+paylab_http_requests_total{method="GET",route="/v1/orders/{id}",status_class="2xx"} 2
+paylab_http_requests_total{method="GET",route="/v1/orders/{id}",status_class="4xx"} 1
+paylab_http_requests_total{method="GET",route="unmatched",status_class="4xx"} 1
+paylab_http_requests_total{method="POST",route="/v1/payments",status_class="2xx"} 2
 `
-	if err := testutil.GatherAndCompare(b.reg, strings.NewReader(want), "orders_http_requests_total"); err != nil {
+	if err := testutil.GatherAndCompare(b.reg, strings.NewReader(want), "paylab_http_requests_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(b.reg, "orders_http_request_duration_seconds"); n != 4 {
+	if n := testutil.CollectAndCount(b.reg, "paylab_http_request_duration_seconds"); n != 4 {
 		t.Fatalf("latency series = %d, want 4", n)
 	}
 }
