@@ -71,3 +71,7 @@ test: verify env-up ## vet, check generated code, then every test against the re
 	@go test $(GO_TEST_FLAGS) -v -run '^TestSmoke' ./internal/smoke/
 	@echo "--- all tests"
 	@go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /internal/smoke)
+
+.PHONY: measure-relay
+measure-relay: env-up ## measure the outbox relay: drain rate of a 100k backlog, commit→Kafka latency at 200/s
+	@PAYLAB_MEASURE=1 go test -count=1 -v -timeout 30m -run '^TestMeasure' ./pkg/outbox/ | grep -E 'MEASURE|^(--- |ok|FAIL)'

@@ -196,8 +196,6 @@ func (r *Relay) complete(ctx context.Context, rows []outboxdb.ClaimBatchRow, err
 	p := outboxdb.CompleteBatchParams{
 		Owner:             r.cfg.ID,
 		Ids:               make([]int64, len(rows)),
-		Errors:            make([]string, len(rows)),
-		Permanent:         make([]bool, len(rows)),
 		BackoffSeconds:    r.cfg.RetryBackoff.Seconds(),
 		MaxBackoffSeconds: r.cfg.RetryMaxBackoff.Seconds(),
 		MaxAttempts:       int32(max(r.cfg.MaxAttempts, 0)),
@@ -205,19 +203,24 @@ func (r *Relay) complete(ctx context.Context, rows []outboxdb.ClaimBatchRow, err
 	failed := map[int64]error{}
 	for i, row := range rows {
 		p.Ids[i] = row.ID
-		if err := errs[i]; err != nil {
-			p.Errors[i] = err.Error()
-			if p.Errors[i] == "" {
-				p.Errors[i] = "publish failed"
-			}
-			p.Permanent[i] = errors.Is(err, ErrPermanent)
-			kind := "transient"
-			if p.Permanent[i] {
-				kind = "permanent"
-			}
-			r.metrics.publishErrors.WithLabelValues(kind).Inc()
-			failed[row.ID] = err
+		err := errs[i]
+		if err == nil {
+			continue
 		}
+		msg := err.Error()
+		if msg == "" {
+			msg = "publish failed"
+		}
+		permanent := errors.Is(err, ErrPermanent)
+		kind := "transient"
+		if permanent {
+			kind = "permanent"
+		}
+		r.metrics.publishErrors.WithLabelValues(kind).Inc()
+		p.FailedIds = append(p.FailedIds, row.ID)
+		p.FailedErrors = append(p.FailedErrors, msg)
+		p.FailedPermanent = append(p.FailedPermanent, permanent)
+		failed[row.ID] = err
 	}
 	done, err := r.queries.CompleteBatch(ctx, p)
 	if err != nil {
