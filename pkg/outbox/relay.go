@@ -51,7 +51,7 @@ func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 	}
 	return &Relay{
 		pool:    pool,
-		queries: outboxdb.New(pool),
+		queries: outboxdb.New(withCustomPlans(pool)),
 		pub:     pub,
 		cfg:     cfg,
 		log:     cfg.Logger.With("relay", cfg.ID),
@@ -126,13 +126,21 @@ type BatchResult struct {
 // the publish timeout.
 func (r *Relay) RunBatch(ctx context.Context) (BatchResult, error) {
 	var res BatchResult
-	rows, err := r.queries.ClaimBatch(ctx, outboxdb.ClaimBatchParams{
+	// A claim holds row locks while it runs; bound it so a stalled statement
+	// cannot keep events from the other relays.
+	claimCtx, cancelClaim := context.WithTimeout(ctx, r.cfg.LeaseTTL/4)
+	defer cancelClaim()
+	claimStart := time.Now()
+	rows, err := r.queries.ClaimBatch(claimCtx, outboxdb.ClaimBatchParams{
 		Owner:        r.cfg.ID,
 		LeaseSeconds: r.cfg.LeaseTTL.Seconds(),
 		BatchSize:    int32(r.cfg.BatchSize),
 	})
 	if err != nil {
-		return res, fmt.Errorf("claiming a batch: %w", err)
+		return res, fmt.Errorf("claiming a batch (after %v): %w", time.Since(claimStart).Round(time.Millisecond), err)
+	}
+	if took := time.Since(claimStart); took > r.cfg.LeaseTTL/10 {
+		r.log.WarnContext(ctx, "slow claim", "events", len(rows), "took", took)
 	}
 	if len(rows) == 0 {
 		return res, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"testing"
 	"time"
@@ -58,6 +59,14 @@ func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 			for _, reg := range regs {
 				published = append(published, metricValue(t, reg, "paylab_outbox_published_total"))
 			}
+			rows, _ := pool.Query(ctx, `SELECT coalesce(application_name,''), state, coalesce(wait_event_type,''), coalesce(wait_event,''), (now() - query_start)::text || ' ' || left(query, 40) FROM pg_stat_activity WHERE datname = current_database()`)
+			for rows.Next() {
+				var a, b, c, d, e string
+				_ = rows.Scan(&a, &b, &c, &d, &e)
+				t.Logf("session %s %s %s %s %q", a, b, c, d, e)
+			}
+			rows.Close()
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 			t.Fatalf("not drained in 4 minutes: %d pending (%d leased, %d in backoff, %d parked); published per relay %v",
 				pending, leased, backoff, parked, published)
 		}
