@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/pprof"
 	"sort"
 	"testing"
 	"time"
@@ -66,7 +65,6 @@ func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 				t.Logf("session %s %s %s %s %q", a, b, c, d, e)
 			}
 			rows.Close()
-			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 			t.Fatalf("not drained in 4 minutes: %d pending (%d leased, %d in backoff, %d parked); published per relay %v",
 				pending, leased, backoff, parked, published)
 		}
