@@ -164,7 +164,7 @@ func TestPermanentFailureParksAndBlocksOnlyItsOrder(t *testing.T) {
 		}
 		return
 	}
-	waitFor(t, 10*time.Second, "the other order published and the big event parked", func() bool {
+	waitFor(t, 30*time.Second, "the other order published and the big event parked", func() bool {
 		d, _, _, _ := state(other)
 		_, p, _, _ := state(big)
 		return d && p

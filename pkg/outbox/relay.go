@@ -51,7 +51,7 @@ func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 	}
 	return &Relay{
 		pool:    pool,
-		queries: outboxdb.New(pool),
+		queries: outboxdb.New(withCustomPlans(pool)),
 		pub:     pub,
 		cfg:     cfg,
 		log:     cfg.Logger.With("relay", cfg.ID),
@@ -126,13 +126,21 @@ type BatchResult struct {
 // the publish timeout.
 func (r *Relay) RunBatch(ctx context.Context) (BatchResult, error) {
 	var res BatchResult
-	rows, err := r.queries.ClaimBatch(ctx, outboxdb.ClaimBatchParams{
+	// A claim holds row locks while it runs; bound it so a stalled statement
+	// cannot keep events from the other relays.
+	claimCtx, cancelClaim := context.WithTimeout(ctx, r.cfg.LeaseTTL/4)
+	defer cancelClaim()
+	claimStart := time.Now()
+	rows, err := r.queries.ClaimBatch(claimCtx, outboxdb.ClaimBatchParams{
 		Owner:        r.cfg.ID,
 		LeaseSeconds: r.cfg.LeaseTTL.Seconds(),
 		BatchSize:    int32(r.cfg.BatchSize),
 	})
 	if err != nil {
-		return res, fmt.Errorf("claiming a batch: %w", err)
+		return res, fmt.Errorf("claiming a batch (after %v): %w", time.Since(claimStart).Round(time.Millisecond), err)
+	}
+	if took := time.Since(claimStart); took > r.cfg.LeaseTTL/10 {
+		r.log.WarnContext(ctx, "slow claim", "events", len(rows), "took", took)
 	}
 	if len(rows) == 0 {
 		return res, nil
@@ -196,8 +204,6 @@ func (r *Relay) complete(ctx context.Context, rows []outboxdb.ClaimBatchRow, err
 	p := outboxdb.CompleteBatchParams{
 		Owner:             r.cfg.ID,
 		Ids:               make([]int64, len(rows)),
-		Errors:            make([]string, len(rows)),
-		Permanent:         make([]bool, len(rows)),
 		BackoffSeconds:    r.cfg.RetryBackoff.Seconds(),
 		MaxBackoffSeconds: r.cfg.RetryMaxBackoff.Seconds(),
 		MaxAttempts:       int32(max(r.cfg.MaxAttempts, 0)),
@@ -205,19 +211,24 @@ func (r *Relay) complete(ctx context.Context, rows []outboxdb.ClaimBatchRow, err
 	failed := map[int64]error{}
 	for i, row := range rows {
 		p.Ids[i] = row.ID
-		if err := errs[i]; err != nil {
-			p.Errors[i] = err.Error()
-			if p.Errors[i] == "" {
-				p.Errors[i] = "publish failed"
-			}
-			p.Permanent[i] = errors.Is(err, ErrPermanent)
-			kind := "transient"
-			if p.Permanent[i] {
-				kind = "permanent"
-			}
-			r.metrics.publishErrors.WithLabelValues(kind).Inc()
-			failed[row.ID] = err
+		err := errs[i]
+		if err == nil {
+			continue
 		}
+		msg := err.Error()
+		if msg == "" {
+			msg = "publish failed"
+		}
+		permanent := errors.Is(err, ErrPermanent)
+		kind := "transient"
+		if permanent {
+			kind = "permanent"
+		}
+		r.metrics.publishErrors.WithLabelValues(kind).Inc()
+		p.FailedIds = append(p.FailedIds, row.ID)
+		p.FailedErrors = append(p.FailedErrors, msg)
+		p.FailedPermanent = append(p.FailedPermanent, permanent)
+		failed[row.ID] = err
 	}
 	done, err := r.queries.CompleteBatch(ctx, p)
 	if err != nil {

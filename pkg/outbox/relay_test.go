@@ -45,7 +45,31 @@ func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 		})
 	}
 	ids := seedOrders(t, ctx, pool, topic, orders, perOrder)
-	waitFor(t, 3*time.Minute, "every event dispatched", func() bool { return undispatched(t, ctx, pool) == 0 })
+	deadline := time.Now().Add(4 * time.Minute)
+	for undispatched(t, ctx, pool) > 0 {
+		if time.Now().After(deadline) {
+			var pending, leased, backoff, parked int64
+			_ = pool.QueryRow(ctx, `SELECT count(*),
+				count(*) FILTER (WHERE lease_owner IS NOT NULL AND leased_until > now()),
+				count(*) FILTER (WHERE lease_owner IS NULL AND leased_until > now()),
+				count(*) FILTER (WHERE parked_at IS NOT NULL)
+				FROM outbox WHERE dispatched_at IS NULL`).Scan(&pending, &leased, &backoff, &parked)
+			var published []float64
+			for _, reg := range regs {
+				published = append(published, metricValue(t, reg, "paylab_outbox_published_total"))
+			}
+			rows, _ := pool.Query(ctx, `SELECT coalesce(application_name,''), state, coalesce(wait_event_type,''), coalesce(wait_event,''), (now() - query_start)::text || ' ' || left(query, 40) FROM pg_stat_activity WHERE datname = current_database()`)
+			for rows.Next() {
+				var a, b, c, d, e string
+				_ = rows.Scan(&a, &b, &c, &d, &e)
+				t.Logf("session %s %s %s %s %q", a, b, c, d, e)
+			}
+			rows.Close()
+			t.Fatalf("not drained in 4 minutes: %d pending (%d leased, %d in backoff, %d parked); published per relay %v",
+				pending, leased, backoff, parked, published)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	// Every event on the topic.
 	byPartition := consumeAll(t, testenv.Brokers(), topic, len(ids), len(ids), time.Minute)

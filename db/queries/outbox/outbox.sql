@@ -43,36 +43,37 @@ SET lease_owner  = sqlc.arg(owner)::text,
     leased_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8),
     attempts     = t.attempts + 1
 FROM candidates c
-WHERE t.id = c.id
+WHERE t.id = ANY(ARRAY(SELECT id FROM candidates)) -- an index scan, not a hash of the table
+  AND t.id = c.id
 RETURNING t.id, t.event_id, t.aggregate_type, t.aggregate_id, t.event_type, t.schema_version,
           t.sequence, t.topic, t.payload, t.headers, t.occurred_at, t.created_at, t.attempts,
           (c.previous_owner IS NOT NULL)::boolean AS reclaimed;
 
 -- name: CompleteBatch :many
 -- Records a batch's outcome in one statement, only for rows owner still
--- holds: an empty error marks the row dispatched (its broker ack arrived); a
--- non-empty one releases it with an exponential, jittered backoff
--- (backoff_seconds·2^(attempts-1), capped, times 0.5–1.0) and records the
--- error; a permanent error, or reaching max_attempts (> 0), parks it.
--- latency_seconds is the time from the row's insert to now, on the DB clock.
-WITH results AS (
-    SELECT unnest(sqlc.arg(ids)::bigint[])        AS id,
-           unnest(sqlc.arg(errors)::text[])       AS error,
-           unnest(sqlc.arg(permanent)::boolean[]) AS permanent
-)
+-- holds. ids are all the batch's rows; those also in failed_ids were not
+-- acknowledged (failed_errors and failed_permanent say why, by position),
+-- the others were and are marked dispatched. A failed row is released with
+-- an exponential, jittered backoff (backoff_seconds·2^(attempts-1), capped,
+-- times 0.5–1.0) and its error recorded; a permanent error, or reaching
+-- max_attempts (> 0), parks it. latency_seconds is the time from the row's
+-- insert to now, on the database clock. (Looking failures up by position
+-- keeps the plan an index scan on ids; failures are few.)
 UPDATE outbox AS t
-SET dispatched_at = CASE WHEN r.error = '' THEN now() END,
+SET dispatched_at = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN now() END,
     lease_owner   = NULL,
-    leased_until  = CASE WHEN r.error = '' THEN NULL ELSE now() + make_interval(secs =>
-                        least(sqlc.arg(max_backoff_seconds)::float8,
-                              sqlc.arg(backoff_seconds)::float8 * power(2, least(t.attempts - 1, 30)))
-                        * (0.5 + random() / 2)) END,
-    last_error    = CASE WHEN r.error = '' THEN t.last_error ELSE left(r.error, 2000) END,
-    parked_at     = CASE WHEN r.error <> '' AND (r.permanent OR
-                        (sqlc.arg(max_attempts)::integer > 0 AND t.attempts >= sqlc.arg(max_attempts)::integer))
-                        THEN now() END
-FROM results r
-WHERE t.id = r.id
+    leased_until  = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN NULL
+                         ELSE now() + make_interval(secs =>
+                             least(sqlc.arg(max_backoff_seconds)::float8,
+                                   sqlc.arg(backoff_seconds)::float8 * power(2, least(t.attempts - 1, 30)))
+                             * (0.5 + random() / 2)) END,
+    last_error    = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN t.last_error
+                         ELSE left((sqlc.arg(failed_errors)::text[])[array_position(sqlc.arg(failed_ids)::bigint[], t.id)], 2000) END,
+    parked_at     = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NOT NULL
+                          AND ((sqlc.arg(failed_permanent)::boolean[])[array_position(sqlc.arg(failed_ids)::bigint[], t.id)]
+                               OR (sqlc.arg(max_attempts)::integer > 0 AND t.attempts >= sqlc.arg(max_attempts)::integer))
+                         THEN now() END
+WHERE t.id = ANY(sqlc.arg(ids)::bigint[])
   AND t.lease_owner = sqlc.arg(owner)::text
   AND t.dispatched_at IS NULL
 RETURNING t.id, (t.dispatched_at IS NOT NULL)::boolean AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,

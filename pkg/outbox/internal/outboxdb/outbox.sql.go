@@ -35,7 +35,8 @@ SET lease_owner  = $1::text,
     leased_until = now() + make_interval(secs => $2::float8),
     attempts     = t.attempts + 1
 FROM candidates c
-WHERE t.id = c.id
+WHERE t.id = ANY(ARRAY(SELECT id FROM candidates)) -- an index scan, not a hash of the table
+  AND t.id = c.id
 RETURNING t.id, t.event_id, t.aggregate_type, t.aggregate_id, t.event_type, t.schema_version,
           t.sequence, t.topic, t.payload, t.headers, t.occurred_at, t.created_at, t.attempts,
           (c.previous_owner IS NOT NULL)::boolean AS reclaimed
@@ -108,38 +109,36 @@ func (q *Queries) ClaimBatch(ctx context.Context, arg ClaimBatchParams) ([]Claim
 }
 
 const completeBatch = `-- name: CompleteBatch :many
-WITH results AS (
-    SELECT unnest($5::bigint[])        AS id,
-           unnest($6::text[])       AS error,
-           unnest($7::boolean[]) AS permanent
-)
 UPDATE outbox AS t
-SET dispatched_at = CASE WHEN r.error = '' THEN now() END,
+SET dispatched_at = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN now() END,
     lease_owner   = NULL,
-    leased_until  = CASE WHEN r.error = '' THEN NULL ELSE now() + make_interval(secs =>
-                        least($1::float8,
-                              $2::float8 * power(2, least(t.attempts - 1, 30)))
-                        * (0.5 + random() / 2)) END,
-    last_error    = CASE WHEN r.error = '' THEN t.last_error ELSE left(r.error, 2000) END,
-    parked_at     = CASE WHEN r.error <> '' AND (r.permanent OR
-                        ($3::integer > 0 AND t.attempts >= $3::integer))
-                        THEN now() END
-FROM results r
-WHERE t.id = r.id
-  AND t.lease_owner = $4::text
+    leased_until  = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN NULL
+                         ELSE now() + make_interval(secs =>
+                             least($2::float8,
+                                   $3::float8 * power(2, least(t.attempts - 1, 30)))
+                             * (0.5 + random() / 2)) END,
+    last_error    = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN t.last_error
+                         ELSE left(($4::text[])[array_position($1::bigint[], t.id)], 2000) END,
+    parked_at     = CASE WHEN array_position($1::bigint[], t.id) IS NOT NULL
+                          AND (($5::boolean[])[array_position($1::bigint[], t.id)]
+                               OR ($6::integer > 0 AND t.attempts >= $6::integer))
+                         THEN now() END
+WHERE t.id = ANY($7::bigint[])
+  AND t.lease_owner = $8::text
   AND t.dispatched_at IS NULL
 RETURNING t.id, (t.dispatched_at IS NOT NULL)::boolean AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
           EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds
 `
 
 type CompleteBatchParams struct {
+	FailedIds         []int64
 	MaxBackoffSeconds float64
 	BackoffSeconds    float64
+	FailedErrors      []string
+	FailedPermanent   []bool
 	MaxAttempts       int32
-	Owner             string
 	Ids               []int64
-	Errors            []string
-	Permanent         []bool
+	Owner             string
 }
 
 type CompleteBatchRow struct {
@@ -150,20 +149,24 @@ type CompleteBatchRow struct {
 }
 
 // Records a batch's outcome in one statement, only for rows owner still
-// holds: an empty error marks the row dispatched (its broker ack arrived); a
-// non-empty one releases it with an exponential, jittered backoff
-// (backoff_seconds·2^(attempts-1), capped, times 0.5–1.0) and records the
-// error; a permanent error, or reaching max_attempts (> 0), parks it.
-// latency_seconds is the time from the row's insert to now, on the DB clock.
+// holds. ids are all the batch's rows; those also in failed_ids were not
+// acknowledged (failed_errors and failed_permanent say why, by position),
+// the others were and are marked dispatched. A failed row is released with
+// an exponential, jittered backoff (backoff_seconds·2^(attempts-1), capped,
+// times 0.5–1.0) and its error recorded; a permanent error, or reaching
+// max_attempts (> 0), parks it. latency_seconds is the time from the row's
+// insert to now, on the database clock. (Looking failures up by position
+// keeps the plan an index scan on ids; failures are few.)
 func (q *Queries) CompleteBatch(ctx context.Context, arg CompleteBatchParams) ([]CompleteBatchRow, error) {
 	rows, err := q.db.Query(ctx, completeBatch,
+		arg.FailedIds,
 		arg.MaxBackoffSeconds,
 		arg.BackoffSeconds,
+		arg.FailedErrors,
+		arg.FailedPermanent,
 		arg.MaxAttempts,
-		arg.Owner,
 		arg.Ids,
-		arg.Errors,
-		arg.Permanent,
+		arg.Owner,
 	)
 	if err != nil {
 		return nil, err

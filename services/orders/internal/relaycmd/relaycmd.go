@@ -1,7 +1,28 @@
 // Package relaycmd runs the outbox relay as its own process: `orders relay`.
 // Any number of relay processes may run against one orders database; they
-// share the work through leases (package outbox). The environment variables
-// are documented on Config.
+// share the work through leases (package outbox).
+//
+// Environment (defaults in parentheses):
+//
+//	DATABASE_URL              orders database (postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable)
+//	KAFKA_BROKERS             comma-separated bootstrap brokers (127.0.0.1:59092)
+//	ADMIN_ADDR                admin listener: /healthz, /readyz, /metrics, /chaos (127.0.0.1:9081)
+//	RELAY_ID                  lease owner name, unique per running relay (hostname-pid)
+//	RELAY_BATCH_SIZE          events per claim (500)
+//	RELAY_LEASE_TTL           lease of a claimed batch; takeover time after a crash (30s)
+//	RELAY_POLL_INTERVAL       polling fallback to LISTEN/NOTIFY (1s)
+//	RELAY_RETRY_BACKOFF       first retry delay after a broker error, doubling (1s)
+//	RELAY_RETRY_MAX_BACKOFF   retry delay cap (1m)
+//	RELAY_MAX_ATTEMPTS        park an event after this many failed attempts; 0 = never (100)
+//	OUTBOX_RETENTION          delete dispatched events older than this; 0 = keep all (168h)
+//	RELAY_RETENTION_INTERVAL  how often retention runs (1m)
+//	RELAY_STATS_INTERVAL      how often the pending gauges are refreshed (5s)
+//	RELAY_SHUTDOWN_TIMEOUT    admin listener shutdown deadline (20s)
+//	CHAOS_ENABLED             mount /chaos/faults and /chaos/kill (false)
+//	CHAOS_TOKEN               bearer token for /chaos, at least 16 characters (none)
+//
+// On SIGTERM the batch in flight is finished (at most three quarters of the
+// lease TTL), the producer flushed and the admin listener closed.
 package relaycmd
 
 import (

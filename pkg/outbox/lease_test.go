@@ -1,0 +1,131 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/pkg/outbox"
+)
+
+// Leases from both sides, step by step: while relay A holds a valid lease,
+// relay B claims nothing; once the lease has expired (database clock), B
+// takes the events over, counts the reclaims and publishes them; A's late
+// outcome is then discarded (it no longer holds the rows).
+func TestLeaseIsRespectedUntilItExpires(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 1)
+	ctx := testenv.Context(t)
+	events := make([]outbox.Event, 5)
+	for i := range events {
+		events[i] = event(topic, fmt.Sprintf("order-%d", i), 1)
+	}
+	enqueue(t, ctx, pool, events...)
+
+	release := make(chan struct{})
+	stalled := outbox.PublisherFunc(func(ctx context.Context, events []outbox.Event) []error {
+		<-release // a relay stuck mid-publish
+		return nil
+	})
+	a, err := outbox.NewRelay(pool, stalled, outbox.Config{ID: "A", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := outbox.NewRelay(pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{ID: "B", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		res outbox.BatchResult
+		err error
+	}
+	aDone := make(chan result, 1)
+	go func() {
+		res, err := a.RunBatch(ctx)
+		aDone <- result{res, err}
+	}()
+	waitFor(t, 10*time.Second, "A's lease", func() bool {
+		return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'A' AND leased_until > now()") == 5
+	})
+
+	if res, err := b.RunBatch(ctx); err != nil || res.Claimed != 0 {
+		t.Fatalf("B during A's valid lease: %+v, %v; want nothing claimed", res, err)
+	}
+
+	if _, err := pool.Exec(ctx, "UPDATE outbox SET leased_until = now() - interval '1 second' WHERE lease_owner = 'A'"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.RunBatch(ctx)
+	if err != nil || res.Claimed != 5 || res.Reclaimed != 5 || res.Dispatched != 5 {
+		t.Fatalf("B after A's lease expired: %+v, %v; want 5 claimed, reclaimed and dispatched", res, err)
+	}
+
+	close(release)
+	if r := <-aDone; r.err != nil || r.res.Claimed != 5 || r.res.Dispatched != 0 {
+		t.Fatalf("A's late outcome: %+v, %v; want 5 claimed, 0 recorded", r.res, r.err)
+	}
+	if n := queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE dispatched_at IS NOT NULL AND attempts = 2"); n != 5 {
+		t.Fatalf("%d events dispatched after the takeover, want 5", n)
+	}
+}
+
+// Per-order ordering from both sides: while an order's first event is in
+// flight, its later events are not claimable by any relay (other orders
+// are); a claim without the oldest-undispatched check — written here as a
+// second relay would without it — would take the order's second event and
+// could put it on the topic before the first.
+func TestOnlyTheOldestUndispatchedEventOfAnOrderIsClaimable(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.NewPool(t, "orders")
+	ctx := testenv.Context(t)
+	x1, x2, x3, y1 := event("t", "order-x", 1), event("t", "order-x", 2), event("t", "order-x", 3), event("t", "order-y", 1)
+	enqueue(t, ctx, pool, x1, x2, x3, y1)
+
+	release, aDone := make(chan struct{}), make(chan struct{})
+	defer func() { close(release); <-aDone }()
+	stalled := outbox.PublisherFunc(func(ctx context.Context, events []outbox.Event) []error {
+		<-release
+		return nil
+	})
+	a, err := outbox.NewRelay(pool, stalled, outbox.Config{ID: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { defer close(aDone); _, _ = a.RunBatch(ctx) }()
+	waitFor(t, 10*time.Second, "A's claim", func() bool {
+		return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'A'") > 0
+	})
+	claimed := queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'A'")
+	heads := queryInt(t, ctx, pool, `SELECT count(*) FROM outbox WHERE lease_owner = 'A' AND sequence = 1`)
+	if claimed != 2 || heads != 2 {
+		t.Fatalf("A claimed %d events (%d first events), want the first events of both orders only", claimed, heads)
+	}
+	b, err := outbox.NewRelay(pool, stalled, outbox.Config{ID: "B"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := b.RunBatch(ctx); err != nil || res.Claimed != 0 {
+		t.Fatalf("B while order-x's first event is in flight: %+v, %v; want nothing claimable", res, err)
+	}
+
+	// The other side: without the check, order-x's second event is up for grabs.
+	var naive []int64
+	rows, err := pool.Query(ctx, `SELECT sequence FROM outbox
+		WHERE dispatched_at IS NULL AND (leased_until IS NULL OR leased_until < now())
+		ORDER BY id FOR UPDATE SKIP LOCKED`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s int64
+		_ = rows.Scan(&s)
+		naive = append(naive, s)
+	}
+	rows.Close()
+	if len(naive) == 0 || naive[0] != 2 {
+		t.Fatalf("a claim without the ordering check would take sequences %v; expected it to take order-x's 2 while 1 is in flight", naive)
+	}
+}

@@ -1,0 +1,166 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/pkg/outbox"
+)
+
+// The measurements below report figures; they assert nothing about speed.
+// They are skipped unless PAYLAB_MEASURE=1:
+//
+//	PAYLAB_MEASURE=1 go test -count=1 -v -run '^TestMeasure' -timeout 30m ./pkg/outbox/
+func skipUnlessMeasuring(t *testing.T) {
+	t.Helper()
+	if os.Getenv("PAYLAB_MEASURE") != "1" {
+		t.Skip("set PAYLAB_MEASURE=1 to run the relay measurements")
+	}
+}
+
+// Drain rate: a pre-seeded backlog of 100 000 events (one per order),
+// drained by 1 and by 3 relays with the default configuration.
+func TestMeasureDrainRate(t *testing.T) {
+	skipUnlessMeasuring(t)
+	const backlog = 100_000
+	for _, relays := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d relays", relays), func(t *testing.T) {
+			pool, _ := testenv.NewPool(t, "orders")
+			topic := testenv.NewTopic(t, 6)
+			ctx := longContext(t, 15*time.Minute)
+			seedOrders(t, ctx, pool, topic, backlog, 1)
+			if _, err := pool.Exec(ctx, "VACUUM ANALYZE outbox"); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			for i := range relays {
+				startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{ID: fmt.Sprintf("relay-%d", i)})
+			}
+			deadline := time.Now().Add(10 * time.Minute)
+			for undispatched(t, ctx, pool) > 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("backlog not drained in 10 minutes")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			took := time.Since(start)
+			t.Logf("MEASURE drain: %d events, %d relay(s), %v → %.0f events/s",
+				backlog, relays, took.Round(time.Millisecond), backlog/took.Seconds())
+		})
+	}
+}
+
+// Commit → Kafka latency at a steady 200 committed transactions per second
+// (one event each) for 30 s, one relay with the default configuration
+// (NOTIFY wake-up, 1 s poll fallback). Latency is from Commit returning in
+// the producer to the message arriving at a consumer tailing the topic.
+func TestMeasureCommitToKafkaLatency(t *testing.T) {
+	skipUnlessMeasuring(t)
+	const rate, duration = 200, 30 * time.Second
+	pool, _ := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 6)
+	ctx := longContext(t, 5*time.Minute)
+	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{})
+
+	consumer, err := sarama.NewConsumer(testenv.Brokers(), broker.Config("outbox-measure"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	var (
+		mu        sync.Mutex
+		committed = map[string]time.Time{}
+		received  = map[string]time.Time{}
+		wg        sync.WaitGroup
+	)
+	cctx, stopConsuming := context.WithCancel(ctx)
+	for p := range int32(6) {
+		var pc sarama.PartitionConsumer
+		waitFor(t, 10*time.Second, "the new topic consumable", func() bool {
+			pc, err = consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
+			return err == nil
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer pc.Close()
+			for {
+				select {
+				case <-cctx.Done():
+					return
+				case m := <-pc.Messages():
+					now := time.Now()
+					for _, h := range m.Headers {
+						if string(h.Key) == outbox.HeaderID {
+							mu.Lock()
+							if _, dup := received[string(h.Value)]; !dup {
+								received[string(h.Value)] = now
+							}
+							mu.Unlock()
+						}
+					}
+				}
+			}
+		}()
+	}
+
+	// Four writers take the ticks, so a slow commit does not lower the rate.
+	ticks := make(chan int, rate)
+	var writers sync.WaitGroup
+	for range 4 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := range ticks {
+				e := event(topic, fmt.Sprintf("order-%06d", i), 1)
+				if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.Enqueue(ctx, tx, e) }); err != nil {
+					t.Error(err)
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				committed[e.ID.String()] = now
+				mu.Unlock()
+			}
+		}()
+	}
+	ticker := time.NewTicker(time.Second / rate)
+	begin := time.Now()
+	end := begin.Add(duration)
+	n := 0
+	for time.Now().Before(end) {
+		<-ticker.C
+		ticks <- n
+		n++
+	}
+	ticker.Stop()
+	close(ticks)
+	writers.Wait()
+	achieved := float64(n) / time.Since(begin).Seconds()
+	waitFor(t, time.Minute, "every event received", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(received) >= len(committed)
+	})
+	stopConsuming()
+	wg.Wait()
+
+	lat := make([]time.Duration, 0, len(committed))
+	for id, c := range committed {
+		lat = append(lat, received[id].Sub(c))
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))].Round(10 * time.Microsecond) }
+	t.Logf("MEASURE latency: %d events at %.0f/s (target %d/s) over %v: p50 %v p90 %v p99 %v max %v",
+		len(lat), achieved, rate, duration, q(0.50), q(0.90), q(0.99), lat[len(lat)-1].Round(10*time.Microsecond))
+}
