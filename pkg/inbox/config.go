@@ -45,6 +45,12 @@ type Config struct {
 	// runs its handler. It exists to demonstrate what the inbox prevents.
 	Disabled bool
 
+	// BatchSize bounds how many messages of a partition, already fetched and
+	// waiting, are processed in one transaction (one commit instead of one per
+	// message). A failing batch is retried message by message. Default 64;
+	// 1 processes every message in its own transaction.
+	BatchSize int
+
 	MaxAttempts     int           // handler attempts before dead-lettering; default 5
 	RetryBackoff    time.Duration // first retry delay, doubled each time; default 100ms
 	MaxRetryBackoff time.Duration // cap of the retry delay; default 2s
@@ -83,6 +89,9 @@ func (c *Config) withDefaults() Config {
 	out := *c
 	if out.DeadLetterTopic == "" {
 		out.DeadLetterTopic = out.Topic + ".dlq"
+	}
+	if out.BatchSize == 0 {
+		out.BatchSize = 64
 	}
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = 5
@@ -125,6 +134,8 @@ func (c *Config) Validate() error {
 		return errors.New("inbox: Group is empty")
 	case len(c.Handlers) == 0:
 		return errors.New("inbox: no Handlers")
+	case c.BatchSize < 0:
+		return fmt.Errorf("inbox: BatchSize %d is negative", c.BatchSize)
 	case c.MaxAttempts < 0:
 		return fmt.Errorf("inbox: MaxAttempts %d is negative", c.MaxAttempts)
 	case c.Retention < 0:

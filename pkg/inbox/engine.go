@@ -39,20 +39,13 @@ func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
 		var (
 			outcome Outcome
 			more    bool
-			err     error
 		)
-		if e.cfg.Disabled {
-			outcome, err = e.applyUnguarded(ctx, msg)
-		} else {
-			outcome, more, err = e.record(ctx, msg)
-		}
+		err := withTx(ctx, e.pool, func(tx pgx.Tx) (err error) {
+			outcome, more, err = e.step(ctx, tx, msg)
+			return err
+		})
 		if err == nil {
-			e.count(msg, outcome)
-			if more {
-				if err := e.drain(ctx, msg.Subject); err != nil {
-					e.log.WarnContext(ctx, "applying parked events", "aggregate_id", msg.Subject, "error", err)
-				}
-			}
+			e.finish(ctx, msg, outcome, more)
 			return outcome, nil
 		}
 		if ctx.Err() != nil {
@@ -74,56 +67,100 @@ func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
 	}
 }
 
-// record is one attempt with the inbox on: in ONE transaction, record the
-// event (a conflict means a duplicate), then apply it if it is next in its
-// aggregate's sequence, or leave it parked. more reports that the event after
-// it is parked and can be applied now.
-func (e *engine) record(ctx context.Context, msg Message) (outcome Outcome, more bool, err error) {
-	err = withTx(ctx, e.pool, func(tx pgx.Tx) error {
-		q := inboxdb.New(tx)
-		n, err := q.Record(ctx, recordParams(msg))
-		if err != nil {
-			return fmt.Errorf("recording event %s: %w", msg.ID, err)
-		}
-		if n == 0 {
-			outcome = Duplicate
-			return nil
-		}
-		h, ok := e.cfg.Handlers[msg.Type]
-		if !ok {
-			return &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
-		}
-		if msg.Sequence == 0 {
-			outcome = Processed
-			return e.apply(ctx, q, tx, h, msg)
-		}
-		if err := q.EnsureSequence(ctx, msg.Subject); err != nil {
-			return fmt.Errorf("creating sequence of %s: %w", msg.Subject, err)
-		}
-		applied, err := q.LockSequence(ctx, msg.Subject)
-		if err != nil {
-			return fmt.Errorf("locking sequence of %s: %w", msg.Subject, err)
-		}
-		switch {
-		case msg.Sequence <= applied:
-			// A new event id for a position already applied: the producer
-			// re-issued it. Recorded as processed, not applied again.
-			outcome = Duplicate
-			return q.MarkProcessed(ctx, msg.ID)
-		case msg.Sequence > applied+1:
-			outcome = Parked
-			return nil
-		}
-		outcome = Processed
-		if err := e.apply(ctx, q, tx, h, msg); err != nil {
-			return err
-		}
-		if more, err = q.HasParked(ctx, inboxdb.HasParkedParams{AggregateID: msg.Subject, Sequence: msg.Sequence + 1}); err != nil {
-			return fmt.Errorf("looking for parked events of %s: %w", msg.Subject, err)
+// deliverBatch processes several decoded deliveries in ONE transaction, which
+// saves a commit per message. If anything in it fails, the transaction rolls
+// back and the messages are delivered one by one (deliver), so a poison
+// message costs its batch one wasted attempt and nothing else.
+func (e *engine) deliverBatch(ctx context.Context, msgs []Message) ([]Outcome, error) {
+	outcomes := make([]Outcome, len(msgs))
+	more := make([]bool, len(msgs))
+	err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
+		for i, msg := range msgs {
+			var err error
+			if outcomes[i], more[i], err = e.step(ctx, tx, msg); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
-	return outcome, more, err
+	if err == nil {
+		for i, msg := range msgs {
+			e.finish(ctx, msg, outcomes[i], more[i])
+		}
+		return outcomes, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	e.log.DebugContext(ctx, "batch failed; delivering its messages one by one", "size", len(msgs), "error", err)
+	for i, msg := range msgs {
+		if outcomes[i], err = e.deliver(ctx, msg); err != nil {
+			return nil, err
+		}
+	}
+	return outcomes, nil
+}
+
+// finish counts a committed delivery and applies the parked events it
+// unblocked.
+func (e *engine) finish(ctx context.Context, msg Message, outcome Outcome, more bool) {
+	e.count(msg, outcome)
+	if more {
+		if err := e.drain(ctx, msg.Subject); err != nil {
+			e.log.WarnContext(ctx, "applying parked events", "aggregate_id", msg.Subject, "error", err)
+		}
+	}
+}
+
+// step is one delivery inside tx. With the inbox on: record the event (a
+// conflict means a duplicate), then apply it if it is next in its aggregate's
+// sequence, or leave it parked; more reports that the event after it is
+// parked and can be applied now. With the inbox off: run the handler.
+func (e *engine) step(ctx context.Context, tx pgx.Tx, msg Message) (outcome Outcome, more bool, err error) {
+	h, ok := e.cfg.Handlers[msg.Type]
+	if e.cfg.Disabled {
+		if !ok {
+			return "", false, &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+		}
+		return Processed, false, e.runHandler(ctx, tx, h, msg)
+	}
+	q := inboxdb.New(tx)
+	n, err := q.Record(ctx, recordParams(msg))
+	if err != nil {
+		return "", false, fmt.Errorf("recording event %s: %w", msg.ID, err)
+	}
+	if n == 0 {
+		return Duplicate, false, nil
+	}
+	if !ok {
+		return "", false, &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+	}
+	if msg.Sequence == 0 {
+		return Processed, false, e.apply(ctx, q, tx, h, msg)
+	}
+	if err := q.EnsureSequence(ctx, msg.Subject); err != nil {
+		return "", false, fmt.Errorf("creating sequence of %s: %w", msg.Subject, err)
+	}
+	applied, err := q.LockSequence(ctx, msg.Subject)
+	if err != nil {
+		return "", false, fmt.Errorf("locking sequence of %s: %w", msg.Subject, err)
+	}
+	switch {
+	case msg.Sequence <= applied:
+		// A new event id for a position already applied: the producer
+		// re-issued it. Recorded as processed, not applied again.
+		return Duplicate, false, q.MarkProcessed(ctx, msg.ID)
+	case msg.Sequence > applied+1:
+		return Parked, false, nil
+	}
+	if err := e.apply(ctx, q, tx, h, msg); err != nil {
+		return "", false, err
+	}
+	more, err = q.HasParked(ctx, inboxdb.HasParkedParams{AggregateID: msg.Subject, Sequence: msg.Sequence + 1})
+	if err != nil {
+		return "", false, fmt.Errorf("looking for parked events of %s: %w", msg.Subject, err)
+	}
+	return Processed, more, nil
 }
 
 // apply runs the handler and marks the event processed (advancing its
@@ -143,16 +180,6 @@ func (e *engine) apply(ctx context.Context, q *inboxdb.Queries, tx pgx.Tx, h Han
 	return nil
 }
 
-// applyUnguarded is one attempt with the inbox off: the handler runs with no
-// dedupe and no ordering (the demonstration mode).
-func (e *engine) applyUnguarded(ctx context.Context, msg Message) (Outcome, error) {
-	h, ok := e.cfg.Handlers[msg.Type]
-	if !ok {
-		return "", &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
-	}
-	return Processed, withTx(ctx, e.pool, func(tx pgx.Tx) error { return e.runHandler(ctx, tx, h, msg) })
-}
-
 func (e *engine) runHandler(ctx context.Context, tx pgx.Tx, h Handler, msg Message) error {
 	hctx, cancel := context.WithTimeout(ctx, e.cfg.HandlerTimeout)
 	defer cancel()
@@ -160,6 +187,9 @@ func (e *engine) runHandler(ctx context.Context, tx pgx.Tx, h Handler, msg Messa
 	if err := h(hctx, tx, msg); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if transient(err) {
+			return fmt.Errorf("handling %s %s: %w", msg.Type, msg.ID, err)
 		}
 		reason := ReasonHandlerFailed
 		if IsPermanent(err) {
