@@ -47,8 +47,11 @@ type Config struct {
 
 	// BatchSize bounds how many messages of a partition, already fetched and
 	// waiting, are processed in one transaction (one commit instead of one per
-	// message). A failing batch is retried message by message. Default 64;
-	// 1 processes every message in its own transaction.
+	// message). A failing batch is retried message by message. Default 1:
+	// every message in its own transaction. Batch only when handlers do not
+	// lock rows that other partitions' batches lock too (they would take the
+	// locks in different orders and deadlock) and have no side effect outside
+	// the transaction (a retried batch repeats it).
 	BatchSize int
 
 	MaxAttempts     int           // handler attempts before dead-lettering; default 5
@@ -91,7 +94,7 @@ func (c *Config) withDefaults() Config {
 		out.DeadLetterTopic = out.Topic + ".dlq"
 	}
 	if out.BatchSize == 0 {
-		out.BatchSize = 64
+		out.BatchSize = 1
 	}
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = 5

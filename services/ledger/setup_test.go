@@ -98,7 +98,7 @@ func (f *fixture) config(inboxEnabled bool) config {
 		DatabaseURL: f.dbURL, KafkaBrokers: strings.Join(testenv.Brokers(), ","),
 		OrdersTopic: f.topic, DeadLetterTopic: f.dlq, ConsumerGroup: "ledger-" + f.topic,
 		HTTPAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		InboxEnabled: inboxEnabled, InboxRetention: time.Hour, InboxMaxAttempts: 3,
+		InboxEnabled: inboxEnabled, InboxRetention: time.Hour, InboxMaxAttempts: 3, InboxBatchSize: 1,
 	}
 }
 

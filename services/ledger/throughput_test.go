@@ -28,10 +28,12 @@ func TestThroughput(t *testing.T) {
 		name         string
 		inboxEnabled bool
 		dupEvery     int // every dupEvery-th message re-sends an earlier event; 0 = none
+		batch        int
 	}{
-		{name: "inbox on, all unique", inboxEnabled: true},
-		{name: "inbox on, 20% duplicates", inboxEnabled: true, dupEvery: 5},
-		{name: "inbox off, all unique", inboxEnabled: false},
+		{name: "inbox on, all unique", inboxEnabled: true, batch: 1},
+		{name: "inbox on, 20% duplicates", inboxEnabled: true, dupEvery: 5, batch: 1},
+		{name: "inbox off, all unique", inboxEnabled: false, batch: 1},
+		{name: "inbox on, all unique, batches of 64", inboxEnabled: true, batch: 64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, 6)
@@ -54,7 +56,9 @@ func TestThroughput(t *testing.T) {
 			unique := len(sent)
 
 			start := time.Now()
-			a, _ := f.start(f.config(tc.inboxEnabled))
+			cfg := f.config(tc.inboxEnabled)
+			cfg.InboxBatchSize = tc.batch
+			a, _ := f.start(cfg)
 			var first time.Time
 			eventually(t, 30*time.Minute, "the topic drained", func() bool {
 				c := a.runner.Counts()
