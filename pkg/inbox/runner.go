@@ -35,7 +35,7 @@ func NewRunner(pool *pgxpool.Pool, cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Registerer)
+	m, err := newMetrics(cfg.Registerer, handlerTypes(cfg.Handlers))
 	if err != nil {
 		return nil, fmt.Errorf("inbox: registering metrics: %w", err)
 	}

@@ -28,8 +28,8 @@ type config struct {
 	InboxMaxAttempts int           `env:"INBOX_MAX_ATTEMPTS" envDefault:"5"`
 	// InboxBatchSize > 1 applies up to that many waiting messages of a
 	// partition in one transaction (see inbox.Config.BatchSize).
-	InboxBatchSize int `env:"INBOX_BATCH_SIZE" envDefault:"1"`
-	LogLevel         slog.Level    `env:"LOG_LEVEL" envDefault:"info"`
+	InboxBatchSize int        `env:"INBOX_BATCH_SIZE" envDefault:"1"`
+	LogLevel       slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 }
 
 func loadConfig() (config, error) {

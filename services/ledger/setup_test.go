@@ -105,6 +105,12 @@ func (f *fixture) config(inboxEnabled bool) config {
 // start runs a ledger in this process until the test ends; it returns the
 // app and the base URL of its read API.
 func (f *fixture) start(cfg config) (*app, string) {
+	a, api, _ := f.startWithAdmin(cfg)
+	return a, api
+}
+
+// startWithAdmin is start that also returns the admin listener's base URL.
+func (f *fixture) startWithAdmin(cfg config) (*app, string, string) {
 	f.t.Helper()
 	a, err := newApp(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
@@ -121,7 +127,7 @@ func (f *fixture) start(cfg config) (*app, string) {
 		}
 		a.pool.Close()
 	})
-	return a, "http://" + httpLn.Addr().String()
+	return a, "http://" + httpLn.Addr().String(), "http://" + adminLn.Addr().String()
 }
 
 func listen(t *testing.T) net.Listener {
