@@ -29,9 +29,9 @@ func TestAdminListener(t *testing.T) {
 		return code == http.StatusOK
 	})
 	f.publish(captured("ord-m", "cus_m", "mer_m", 10, "EUR"))
-	eventually(t, 30*time.Second, "the lag gauge", func() bool {
+	eventually(t, 30*time.Second, "the event processed", func() bool {
 		_, body := get("/metrics")
-		return strings.Contains(body, "paylab_inbox_consumer_lag{")
+		return strings.Contains(body, `paylab_inbox_processed_total{type="OrderCaptured"} 1`)
 	})
 	_, body := get("/metrics")
 	for _, name := range []string{
