@@ -2,13 +2,11 @@ package inbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -210,104 +208,6 @@ func (e *engine) count(msg Message, outcome Outcome) {
 	case Parked:
 		e.m.parked.Inc()
 	}
-}
-
-// deadLetter records the event as failed in the inbox (when it has an id and
-// the inbox is on) and publishes it to the dead-letter topic, in that
-// transaction: a crash in between re-delivers it and may dead-letter it twice,
-// never zero times. An event already failed or processed is a duplicate.
-func (e *engine) deadLetter(ctx context.Context, msg Message, reason string, cause error, attempts int) (Outcome, error) {
-	backoff := e.cfg.RetryBackoff
-	for {
-		duplicate := false
-		err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
-			if !e.cfg.Disabled && msg.ID != uuid.Nil {
-				q := inboxdb.New(tx)
-				status, err := q.Status(ctx, msg.ID)
-				switch {
-				case err == nil && status != "received":
-					duplicate = true
-					return nil
-				case err != nil && !errors.Is(err, pgx.ErrNoRows):
-					return fmt.Errorf("reading status of %s: %w", msg.ID, err)
-				}
-				p := failedParams(msg, attempts, cause)
-				if err := q.RecordFailed(ctx, p); err != nil {
-					return fmt.Errorf("recording %s failed: %w", msg.ID, err)
-				}
-			}
-			if e.dlq == nil {
-				return nil
-			}
-			return e.dlq.send(ctx, msg, reason, cause)
-		})
-		if err == nil {
-			if duplicate {
-				e.count(msg, Duplicate)
-				return Duplicate, nil
-			}
-			e.m.deadLettered.WithLabelValues(reason).Inc()
-			e.log.ErrorContext(ctx, "event dead-lettered", "event_id", msg.ID, "type", msg.Type, "reason", reason,
-				"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "error", cause)
-			return DeadLettered, nil
-		}
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		e.log.WarnContext(ctx, "dead-lettering failed; retrying", "event_id", msg.ID, "error", err)
-		if err := sleep(ctx, backoff); err != nil {
-			return "", err
-		}
-		backoff = min(2*backoff, e.cfg.MaxRetryBackoff)
-	}
-}
-
-func recordParams(msg Message) inboxdb.RecordParams {
-	headers, _ := json.Marshal(msg.Headers) // a map of strings always marshals
-	var at *time.Time
-	if !msg.Time.IsZero() {
-		at = &msg.Time
-	}
-	payload := msg.Data
-	if !json.Valid(payload) {
-		payload, _ = json.Marshal(string(msg.Data)) // undecodable data is kept as a JSON string
-	}
-	return inboxdb.RecordParams{
-		EventID: msg.ID, EventType: msg.Type, Source: msg.Source, AggregateID: msg.Subject,
-		Sequence: msg.Sequence, EventTime: at, Payload: payload, Headers: headers,
-		Topic: msg.Topic, KafkaPartition: msg.Partition, KafkaOffset: msg.Offset,
-	}
-}
-
-func failedParams(msg Message, attempts int, cause error) inboxdb.RecordFailedParams {
-	r := recordParams(msg)
-	lastError := ""
-	if cause != nil {
-		lastError = cause.Error()
-	}
-	return inboxdb.RecordFailedParams{
-		EventID: r.EventID, EventType: r.EventType, Source: r.Source, AggregateID: r.AggregateID,
-		Sequence: r.Sequence, EventTime: r.EventTime, Payload: r.Payload, Headers: r.Headers,
-		Topic: r.Topic, KafkaPartition: r.KafkaPartition, KafkaOffset: r.KafkaOffset,
-		Attempts: int32(attempts), LastError: lastError,
-	}
-}
-
-// messageFromRow rebuilds a Message from its inbox row.
-func messageFromRow(row inboxdb.Inbox) Message {
-	msg := Message{
-		ID: row.EventID, Type: row.EventType, Source: row.Source, Subject: row.AggregateID,
-		Sequence: row.Sequence, Data: row.Payload, Topic: row.Topic,
-		Partition: row.KafkaPartition, Offset: row.KafkaOffset,
-	}
-	if row.EventTime != nil {
-		msg.Time = *row.EventTime
-	}
-	_ = json.Unmarshal(row.Headers, &msg.Headers)
-	if v, ok := msg.Headers[HeaderSchemaVersion]; ok {
-		fmt.Sscan(v, &msg.SchemaVersion) //nolint:errcheck // validated when it was received
-	}
-	return msg
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
