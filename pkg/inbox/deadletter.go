@@ -88,6 +88,10 @@ func (e *engine) deadLetter(ctx context.Context, msg Message, reason string, cau
 				e.count(msg, Duplicate)
 				return Duplicate, nil
 			}
+			if e.dlq == nil { // a failed re-drive: the event is failed again, not re-published
+				e.log.ErrorContext(ctx, "event failed again", "event_id", msg.ID, "type", msg.Type, "reason", reason, "error", cause)
+				return DeadLettered, nil
+			}
 			e.m.deadLettered.WithLabelValues(reason).Inc()
 			e.log.ErrorContext(ctx, "event dead-lettered", "event_id", msg.ID, "type", msg.Type, "reason", reason,
 				"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "error", cause)
