@@ -82,6 +82,10 @@ lint: verify ## alias of verify
 
 ## ---- tests ----
 
+.PHONY: bench-consumers
+bench-consumers: env-up ## measure the ledger's consumer throughput on a pre-filled topic of 100 000 events (slow)
+	@PAYLAB_THROUGHPUT=1 go test -count=1 -timeout 90m -v -run '^TestThroughput$$' ./services/ledger/
+
 .PHONY: test
 test: verify env-up $(MAILPIT) ## vet, check generated code, then every test against the real stack
 	@echo "--- smoke: the stack is real"

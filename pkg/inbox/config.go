@@ -45,6 +45,15 @@ type Config struct {
 	// runs its handler. It exists to demonstrate what the inbox prevents.
 	Disabled bool
 
+	// BatchSize bounds how many messages of a partition, already fetched and
+	// waiting, are processed in one transaction (one commit instead of one per
+	// message). A failing batch is retried message by message. Default 1:
+	// every message in its own transaction. Batch only when handlers do not
+	// lock rows that other partitions' batches lock too (they would take the
+	// locks in different orders and deadlock) and have no side effect outside
+	// the transaction (a retried batch repeats it).
+	BatchSize int
+
 	MaxAttempts     int           // handler attempts before dead-lettering; default 5
 	RetryBackoff    time.Duration // first retry delay, doubled each time; default 100ms
 	MaxRetryBackoff time.Duration // cap of the retry delay; default 2s
@@ -83,6 +92,9 @@ func (c *Config) withDefaults() Config {
 	out := *c
 	if out.DeadLetterTopic == "" {
 		out.DeadLetterTopic = out.Topic + ".dlq"
+	}
+	if out.BatchSize == 0 {
+		out.BatchSize = 1
 	}
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = 5
@@ -125,6 +137,8 @@ func (c *Config) Validate() error {
 		return errors.New("inbox: Group is empty")
 	case len(c.Handlers) == 0:
 		return errors.New("inbox: no Handlers")
+	case c.BatchSize < 0:
+		return fmt.Errorf("inbox: BatchSize %d is negative", c.BatchSize)
 	case c.MaxAttempts < 0:
 		return fmt.Errorf("inbox: MaxAttempts %d is negative", c.MaxAttempts)
 	case c.Retention < 0:

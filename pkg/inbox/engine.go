@@ -2,13 +2,11 @@ package inbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -39,20 +37,13 @@ func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
 		var (
 			outcome Outcome
 			more    bool
-			err     error
 		)
-		if e.cfg.Disabled {
-			outcome, err = e.applyUnguarded(ctx, msg)
-		} else {
-			outcome, more, err = e.record(ctx, msg)
-		}
+		err := withTx(ctx, e.pool, func(tx pgx.Tx) (err error) {
+			outcome, more, err = e.step(ctx, tx, msg)
+			return err
+		})
 		if err == nil {
-			e.count(msg, outcome)
-			if more {
-				if err := e.drain(ctx, msg.Subject); err != nil {
-					e.log.WarnContext(ctx, "applying parked events", "aggregate_id", msg.Subject, "error", err)
-				}
-			}
+			e.finish(ctx, msg, outcome, more)
 			return outcome, nil
 		}
 		if ctx.Err() != nil {
@@ -74,56 +65,100 @@ func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
 	}
 }
 
-// record is one attempt with the inbox on: in ONE transaction, record the
-// event (a conflict means a duplicate), then apply it if it is next in its
-// aggregate's sequence, or leave it parked. more reports that the event after
-// it is parked and can be applied now.
-func (e *engine) record(ctx context.Context, msg Message) (outcome Outcome, more bool, err error) {
-	err = withTx(ctx, e.pool, func(tx pgx.Tx) error {
-		q := inboxdb.New(tx)
-		n, err := q.Record(ctx, recordParams(msg))
-		if err != nil {
-			return fmt.Errorf("recording event %s: %w", msg.ID, err)
-		}
-		if n == 0 {
-			outcome = Duplicate
-			return nil
-		}
-		h, ok := e.cfg.Handlers[msg.Type]
-		if !ok {
-			return &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
-		}
-		if msg.Sequence == 0 {
-			outcome = Processed
-			return e.apply(ctx, q, tx, h, msg)
-		}
-		if err := q.EnsureSequence(ctx, msg.Subject); err != nil {
-			return fmt.Errorf("creating sequence of %s: %w", msg.Subject, err)
-		}
-		applied, err := q.LockSequence(ctx, msg.Subject)
-		if err != nil {
-			return fmt.Errorf("locking sequence of %s: %w", msg.Subject, err)
-		}
-		switch {
-		case msg.Sequence <= applied:
-			// A new event id for a position already applied: the producer
-			// re-issued it. Recorded as processed, not applied again.
-			outcome = Duplicate
-			return q.MarkProcessed(ctx, msg.ID)
-		case msg.Sequence > applied+1:
-			outcome = Parked
-			return nil
-		}
-		outcome = Processed
-		if err := e.apply(ctx, q, tx, h, msg); err != nil {
-			return err
-		}
-		if more, err = q.HasParked(ctx, inboxdb.HasParkedParams{AggregateID: msg.Subject, Sequence: msg.Sequence + 1}); err != nil {
-			return fmt.Errorf("looking for parked events of %s: %w", msg.Subject, err)
+// deliverBatch processes several decoded deliveries in ONE transaction, which
+// saves a commit per message. If anything in it fails, the transaction rolls
+// back and the messages are delivered one by one (deliver), so a poison
+// message costs its batch one wasted attempt and nothing else.
+func (e *engine) deliverBatch(ctx context.Context, msgs []Message) ([]Outcome, error) {
+	outcomes := make([]Outcome, len(msgs))
+	more := make([]bool, len(msgs))
+	err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
+		for i, msg := range msgs {
+			var err error
+			if outcomes[i], more[i], err = e.step(ctx, tx, msg); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
-	return outcome, more, err
+	if err == nil {
+		for i, msg := range msgs {
+			e.finish(ctx, msg, outcomes[i], more[i])
+		}
+		return outcomes, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	e.log.DebugContext(ctx, "batch failed; delivering its messages one by one", "size", len(msgs), "error", err)
+	for i, msg := range msgs {
+		if outcomes[i], err = e.deliver(ctx, msg); err != nil {
+			return nil, err
+		}
+	}
+	return outcomes, nil
+}
+
+// finish counts a committed delivery and applies the parked events it
+// unblocked.
+func (e *engine) finish(ctx context.Context, msg Message, outcome Outcome, more bool) {
+	e.count(msg, outcome)
+	if more {
+		if err := e.drain(ctx, msg.Subject); err != nil {
+			e.log.WarnContext(ctx, "applying parked events", "aggregate_id", msg.Subject, "error", err)
+		}
+	}
+}
+
+// step is one delivery inside tx. With the inbox on: record the event (a
+// conflict means a duplicate), then apply it if it is next in its aggregate's
+// sequence, or leave it parked; more reports that the event after it is
+// parked and can be applied now. With the inbox off: run the handler.
+func (e *engine) step(ctx context.Context, tx pgx.Tx, msg Message) (outcome Outcome, more bool, err error) {
+	h, ok := e.cfg.Handlers[msg.Type]
+	if e.cfg.Disabled {
+		if !ok {
+			return "", false, &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+		}
+		return Processed, false, e.runHandler(ctx, tx, h, msg)
+	}
+	q := inboxdb.New(tx)
+	n, err := q.Record(ctx, recordParams(msg))
+	if err != nil {
+		return "", false, fmt.Errorf("recording event %s: %w", msg.ID, err)
+	}
+	if n == 0 {
+		return Duplicate, false, nil
+	}
+	if !ok {
+		return "", false, &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+	}
+	if msg.Sequence == 0 {
+		return Processed, false, e.apply(ctx, q, tx, h, msg)
+	}
+	if err := q.EnsureSequence(ctx, msg.Subject); err != nil {
+		return "", false, fmt.Errorf("creating sequence of %s: %w", msg.Subject, err)
+	}
+	applied, err := q.LockSequence(ctx, msg.Subject)
+	if err != nil {
+		return "", false, fmt.Errorf("locking sequence of %s: %w", msg.Subject, err)
+	}
+	switch {
+	case msg.Sequence <= applied:
+		// A new event id for a position already applied: the producer
+		// re-issued it. Recorded as processed, not applied again.
+		return Duplicate, false, q.MarkProcessed(ctx, msg.ID)
+	case msg.Sequence > applied+1:
+		return Parked, false, nil
+	}
+	if err := e.apply(ctx, q, tx, h, msg); err != nil {
+		return "", false, err
+	}
+	more, err = q.HasParked(ctx, inboxdb.HasParkedParams{AggregateID: msg.Subject, Sequence: msg.Sequence + 1})
+	if err != nil {
+		return "", false, fmt.Errorf("looking for parked events of %s: %w", msg.Subject, err)
+	}
+	return Processed, more, nil
 }
 
 // apply runs the handler and marks the event processed (advancing its
@@ -143,16 +178,6 @@ func (e *engine) apply(ctx context.Context, q *inboxdb.Queries, tx pgx.Tx, h Han
 	return nil
 }
 
-// applyUnguarded is one attempt with the inbox off: the handler runs with no
-// dedupe and no ordering (the demonstration mode).
-func (e *engine) applyUnguarded(ctx context.Context, msg Message) (Outcome, error) {
-	h, ok := e.cfg.Handlers[msg.Type]
-	if !ok {
-		return "", &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
-	}
-	return Processed, withTx(ctx, e.pool, func(tx pgx.Tx) error { return e.runHandler(ctx, tx, h, msg) })
-}
-
 func (e *engine) runHandler(ctx context.Context, tx pgx.Tx, h Handler, msg Message) error {
 	hctx, cancel := context.WithTimeout(ctx, e.cfg.HandlerTimeout)
 	defer cancel()
@@ -160,6 +185,9 @@ func (e *engine) runHandler(ctx context.Context, tx pgx.Tx, h Handler, msg Messa
 	if err := h(hctx, tx, msg); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if transient(err) {
+			return fmt.Errorf("handling %s %s: %w", msg.Type, msg.ID, err)
 		}
 		reason := ReasonHandlerFailed
 		if IsPermanent(err) {
@@ -180,104 +208,6 @@ func (e *engine) count(msg Message, outcome Outcome) {
 	case Parked:
 		e.m.parked.Inc()
 	}
-}
-
-// deadLetter records the event as failed in the inbox (when it has an id and
-// the inbox is on) and publishes it to the dead-letter topic, in that
-// transaction: a crash in between re-delivers it and may dead-letter it twice,
-// never zero times. An event already failed or processed is a duplicate.
-func (e *engine) deadLetter(ctx context.Context, msg Message, reason string, cause error, attempts int) (Outcome, error) {
-	backoff := e.cfg.RetryBackoff
-	for {
-		duplicate := false
-		err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
-			if !e.cfg.Disabled && msg.ID != uuid.Nil {
-				q := inboxdb.New(tx)
-				status, err := q.Status(ctx, msg.ID)
-				switch {
-				case err == nil && status != "received":
-					duplicate = true
-					return nil
-				case err != nil && !errors.Is(err, pgx.ErrNoRows):
-					return fmt.Errorf("reading status of %s: %w", msg.ID, err)
-				}
-				p := failedParams(msg, attempts, cause)
-				if err := q.RecordFailed(ctx, p); err != nil {
-					return fmt.Errorf("recording %s failed: %w", msg.ID, err)
-				}
-			}
-			if e.dlq == nil {
-				return nil
-			}
-			return e.dlq.send(ctx, msg, reason, cause)
-		})
-		if err == nil {
-			if duplicate {
-				e.count(msg, Duplicate)
-				return Duplicate, nil
-			}
-			e.m.deadLettered.WithLabelValues(reason).Inc()
-			e.log.ErrorContext(ctx, "event dead-lettered", "event_id", msg.ID, "type", msg.Type, "reason", reason,
-				"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "error", cause)
-			return DeadLettered, nil
-		}
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		e.log.WarnContext(ctx, "dead-lettering failed; retrying", "event_id", msg.ID, "error", err)
-		if err := sleep(ctx, backoff); err != nil {
-			return "", err
-		}
-		backoff = min(2*backoff, e.cfg.MaxRetryBackoff)
-	}
-}
-
-func recordParams(msg Message) inboxdb.RecordParams {
-	headers, _ := json.Marshal(msg.Headers) // a map of strings always marshals
-	var at *time.Time
-	if !msg.Time.IsZero() {
-		at = &msg.Time
-	}
-	payload := msg.Data
-	if !json.Valid(payload) {
-		payload, _ = json.Marshal(string(msg.Data)) // undecodable data is kept as a JSON string
-	}
-	return inboxdb.RecordParams{
-		EventID: msg.ID, EventType: msg.Type, Source: msg.Source, AggregateID: msg.Subject,
-		Sequence: msg.Sequence, EventTime: at, Payload: payload, Headers: headers,
-		Topic: msg.Topic, KafkaPartition: msg.Partition, KafkaOffset: msg.Offset,
-	}
-}
-
-func failedParams(msg Message, attempts int, cause error) inboxdb.RecordFailedParams {
-	r := recordParams(msg)
-	lastError := ""
-	if cause != nil {
-		lastError = cause.Error()
-	}
-	return inboxdb.RecordFailedParams{
-		EventID: r.EventID, EventType: r.EventType, Source: r.Source, AggregateID: r.AggregateID,
-		Sequence: r.Sequence, EventTime: r.EventTime, Payload: r.Payload, Headers: r.Headers,
-		Topic: r.Topic, KafkaPartition: r.KafkaPartition, KafkaOffset: r.KafkaOffset,
-		Attempts: int32(attempts), LastError: lastError,
-	}
-}
-
-// messageFromRow rebuilds a Message from its inbox row.
-func messageFromRow(row inboxdb.Inbox) Message {
-	msg := Message{
-		ID: row.EventID, Type: row.EventType, Source: row.Source, Subject: row.AggregateID,
-		Sequence: row.Sequence, Data: row.Payload, Topic: row.Topic,
-		Partition: row.KafkaPartition, Offset: row.KafkaOffset,
-	}
-	if row.EventTime != nil {
-		msg.Time = *row.EventTime
-	}
-	_ = json.Unmarshal(row.Headers, &msg.Headers)
-	if v, ok := msg.Headers[HeaderSchemaVersion]; ok {
-		fmt.Sscan(v, &msg.SchemaVersion) //nolint:errcheck // validated when it was received
-	}
-	return msg
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -3,6 +3,8 @@ package inbox
 import (
 	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Errors of this package.
@@ -52,3 +54,11 @@ type handlerError struct {
 
 func (e *handlerError) Error() string { return fmt.Sprintf("%s: %v", e.reason, e.err) }
 func (e *handlerError) Unwrap() error { return e.err }
+
+// transient reports a PostgreSQL error that retrying the same transaction
+// resolves: a serialization failure (40001) or a deadlock (40P01). A handler
+// failing with one is retried without using up its attempts.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paylab/paylab/pkg/inbox"
+	"github.com/paylab/paylab/pkg/outbox"
 )
 
 func TestDuplicateDeliveriesHaveOneEffect(t *testing.T) {
@@ -185,5 +186,32 @@ func TestPruneDeletesOnlyOldProcessedRowsInBatches(t *testing.T) {
 	}
 	if got := f.count("SELECT count(*) FROM inbox"); got != 55 {
 		t.Errorf("%d rows left, want 55", got)
+	}
+}
+
+// TestSweepAppliesParkedEventsLeftBehind: a process that applied an event
+// and crashed before applying the parked events behind it leaves them
+// received; the Runner's sweep applies them without any new delivery.
+func TestSweepAppliesParkedEventsLeftBehind(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	// Order ord-8: sequence 1 applied, 2 and 3 parked, as a crash would leave them.
+	if _, err := f.pool.Exec(ctx, `INSERT INTO inbox_sequences (aggregate_id, applied_sequence) VALUES ('ord-8', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*outbox.Event{event("ord-8", 3, "OrderRefunded"), event("ord-8", 2, "OrderRefunded")} {
+		if _, err := f.pool.Exec(ctx, `INSERT INTO inbox (event_id, event_type, aggregate_id, sequence, payload, topic, kafka_partition, kafka_offset)
+			VALUES ($1, $2, 'ord-8', $3, '{}', $4, 0, 0)`, e.ID, e.Type, e.Sequence, f.topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.start(f.config())
+	eventually(t, 30*time.Second, "the parked events applied", func() bool { return f.count("SELECT count(*) FROM effects") == 2 })
+	if got := f.count("SELECT applied_sequence FROM inbox_sequences WHERE aggregate_id = 'ord-8'"); got != 3 {
+		t.Errorf("applied sequence = %d, want 3", got)
+	}
+	if got := f.count("SELECT count(*) FROM effects WHERE sequence = 2 AND id < (SELECT id FROM effects WHERE sequence = 3)"); got != 1 {
+		t.Error("the parked events were not applied in sequence")
 	}
 }

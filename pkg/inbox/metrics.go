@@ -18,7 +18,7 @@ type metrics struct {
 	lag          *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, types []string) (*metrics, error) {
 	m := &metrics{
 		processed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paylab_inbox_processed_total", Help: "Events whose effect committed.",
@@ -53,6 +53,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
+	// Export zeros for the known label values, so dashboards and alerts see
+	// the series before the first event.
+	for _, t := range types {
+		m.processed.WithLabelValues(t)
+		m.duplicates.WithLabelValues(t)
+	}
+	for _, r := range []string{ReasonUndecodable, ReasonUnknownType, ReasonRejected, ReasonHandlerFailed} {
+		m.failed.WithLabelValues(r)
+		m.deadLettered.WithLabelValues(r)
+	}
 	return m, nil
 }
 
@@ -83,4 +93,12 @@ func sum(c prometheus.Collector) int {
 		}
 	}
 	return int(total)
+}
+
+func handlerTypes(h map[string]Handler) []string {
+	types := make([]string, 0, len(h))
+	for t := range h {
+		types = append(types, t)
+	}
+	return types
 }

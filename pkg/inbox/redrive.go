@@ -20,7 +20,7 @@ import (
 // returned. An event that is not failed gives ErrNotFailed.
 func Redrive(ctx context.Context, pool *pgxpool.Pool, cfg Config, eventID uuid.UUID) (Outcome, error) {
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Registerer)
+	m, err := newMetrics(cfg.Registerer, handlerTypes(cfg.Handlers))
 	if err != nil {
 		return "", fmt.Errorf("inbox: registering metrics: %w", err)
 	}

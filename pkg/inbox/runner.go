@@ -35,7 +35,7 @@ func NewRunner(pool *pgxpool.Pool, cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Registerer)
+	m, err := newMetrics(cfg.Registerer, handlerTypes(cfg.Handlers))
 	if err != nil {
 		return nil, fmt.Errorf("inbox: registering metrics: %w", err)
 	}
@@ -147,11 +147,16 @@ func (h *claimHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 // watch the session's context, so a slow or failing handler delays its own
 // partition, never the group's rebalance, and a message whose processing was
 // cut short keeps its offset unmarked and is delivered again.
+//
+// Messages already waiting in the claim's buffer are taken together, up to
+// BatchSize, and processed in one transaction.
 func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	r := h.r
 	ctx := sess.Context()
 	lag := r.m.lag.WithLabelValues(claim.Topic(), strconv.FormatInt(int64(claim.Partition()), 10))
+	batch := make([]*sarama.ConsumerMessage, 0, r.cfg.BatchSize)
 	for {
+		batch = batch[:0]
 		select {
 		case <-ctx.Done():
 			return nil
@@ -159,26 +164,61 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 			if !ok {
 				return nil
 			}
-			msg, outcome, err := r.handle(ctx, km)
-			if err != nil {
-				return nil // the session is ending; the offset stays unmarked
+			batch = append(batch, km)
+		}
+	collect:
+		for len(batch) < r.cfg.BatchSize {
+			select {
+			case km, ok := <-claim.Messages():
+				if !ok {
+					break collect
+				}
+				batch = append(batch, km)
+			default:
+				break collect
 			}
+		}
+		msgs, outcomes, err := r.handle(ctx, batch)
+		if err != nil {
+			return nil // the session is ending; the offsets stay unmarked
+		}
+		for i, km := range batch {
 			if r.cfg.AfterCommit != nil {
-				r.cfg.AfterCommit(ctx, msg, outcome)
+				r.cfg.AfterCommit(ctx, msgs[i], outcomes[i])
 			}
 			sess.MarkMessage(km, "")
-			lag.Set(float64(max(claim.HighWaterMarkOffset()-km.Offset-1, 0)))
 		}
+		last := batch[len(batch)-1]
+		lag.Set(float64(max(claim.HighWaterMarkOffset()-last.Offset-1, 0)))
 	}
 }
 
-func (r *Runner) handle(ctx context.Context, km *sarama.ConsumerMessage) (Message, Outcome, error) {
-	msg, err := Decode(km)
-	if err != nil {
-		r.m.failed.WithLabelValues(ReasonUndecodable).Inc()
-		outcome, err := r.eng.deadLetter(ctx, msg, ReasonUndecodable, err, 1)
-		return msg, outcome, err
+// handle processes consecutive messages of one partition: together when
+// they all decode, one by one otherwise.
+func (r *Runner) handle(ctx context.Context, kms []*sarama.ConsumerMessage) ([]Message, []Outcome, error) {
+	msgs := make([]Message, len(kms))
+	errs := make([]error, len(kms))
+	decoded := true
+	for i, km := range kms {
+		msgs[i], errs[i] = Decode(km)
+		decoded = decoded && errs[i] == nil
 	}
-	outcome, err := r.eng.deliver(ctx, msg)
-	return msg, outcome, err
+	if decoded && len(msgs) > 1 {
+		outcomes, err := r.eng.deliverBatch(ctx, msgs)
+		return msgs, outcomes, err
+	}
+	outcomes := make([]Outcome, len(msgs))
+	for i, msg := range msgs {
+		var err error
+		if errs[i] != nil {
+			r.m.failed.WithLabelValues(ReasonUndecodable).Inc()
+			outcomes[i], err = r.eng.deadLetter(ctx, msg, ReasonUndecodable, errs[i], 1)
+		} else {
+			outcomes[i], err = r.eng.deliver(ctx, msg)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return msgs, outcomes, nil
 }

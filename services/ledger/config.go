@@ -26,7 +26,10 @@ type config struct {
 	// Kafka's retention (the replay horizon). 0 keeps them forever.
 	InboxRetention   time.Duration `env:"INBOX_RETENTION" envDefault:"168h"`
 	InboxMaxAttempts int           `env:"INBOX_MAX_ATTEMPTS" envDefault:"5"`
-	LogLevel         slog.Level    `env:"LOG_LEVEL" envDefault:"info"`
+	// InboxBatchSize > 1 applies up to that many waiting messages of a
+	// partition in one transaction (see inbox.Config.BatchSize).
+	InboxBatchSize int        `env:"INBOX_BATCH_SIZE" envDefault:"1"`
+	LogLevel       slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 }
 
 func loadConfig() (config, error) {
@@ -51,6 +54,8 @@ func (c config) validate() error {
 		return fmt.Errorf("configuration: CONSUMER_GROUP is empty")
 	case c.InboxRetention < 0:
 		return fmt.Errorf("configuration: INBOX_RETENTION %s is negative", c.InboxRetention)
+	case c.InboxBatchSize < 1:
+		return fmt.Errorf("configuration: INBOX_BATCH_SIZE must be at least 1, got %d", c.InboxBatchSize)
 	case c.InboxMaxAttempts < 1:
 		return fmt.Errorf("configuration: INBOX_MAX_ATTEMPTS must be at least 1, got %d", c.InboxMaxAttempts)
 	}

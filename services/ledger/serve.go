@@ -48,6 +48,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger, fault faultFunc) 
 		Handlers:        ledger.Handlers(),
 		Disabled:        !cfg.InboxEnabled,
 		MaxAttempts:     cfg.InboxMaxAttempts,
+		BatchSize:       cfg.InboxBatchSize,
 		Retention:       cfg.InboxRetention,
 		Sarama:          broker.Config("ledger"),
 		ProducerSarama:  broker.ProducerConfig("ledger"),

@@ -98,13 +98,19 @@ func (f *fixture) config(inboxEnabled bool) config {
 		DatabaseURL: f.dbURL, KafkaBrokers: strings.Join(testenv.Brokers(), ","),
 		OrdersTopic: f.topic, DeadLetterTopic: f.dlq, ConsumerGroup: "ledger-" + f.topic,
 		HTTPAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		InboxEnabled: inboxEnabled, InboxRetention: time.Hour, InboxMaxAttempts: 3,
+		InboxEnabled: inboxEnabled, InboxRetention: time.Hour, InboxMaxAttempts: 3, InboxBatchSize: 1,
 	}
 }
 
 // start runs a ledger in this process until the test ends; it returns the
 // app and the base URL of its read API.
 func (f *fixture) start(cfg config) (*app, string) {
+	a, api, _ := f.startWithAdmin(cfg)
+	return a, api
+}
+
+// startWithAdmin is start that also returns the admin listener's base URL.
+func (f *fixture) startWithAdmin(cfg config) (*app, string, string) {
 	f.t.Helper()
 	a, err := newApp(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
@@ -121,7 +127,7 @@ func (f *fixture) start(cfg config) (*app, string) {
 		}
 		a.pool.Close()
 	})
-	return a, "http://" + httpLn.Addr().String()
+	return a, "http://" + httpLn.Addr().String(), "http://" + adminLn.Addr().String()
 }
 
 func listen(t *testing.T) net.Listener {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -171,5 +173,35 @@ func TestConfigValidation(t *testing.T) {
 		if err := c.validate(); err == nil || !strings.Contains(err.Error(), tc.name) {
 			t.Errorf("%s: error %v does not name the variable", tc.name, err)
 		}
+	}
+}
+
+// TestUnreachableSMTPServerDeadLettersThenRedriveSends: while the SMTP
+// server is unreachable the receipt is retried, then dead-lettered and
+// marked failed; the operator's re-drive sends it once the server is back.
+func TestUnreachableSMTPServerDeadLettersThenRedriveSends(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	down := f.config(true)
+	down.SMTPAddr = freeAddr(t) // nothing listens there
+	down.SMTPTimeout = 2 * time.Second
+	a := f.start(down)
+	e := captured("ord-down", "cus_4", 800, "EUR")
+	f.publish(e)
+	eventually(t, 60*time.Second, "the receipt dead-lettered", func() bool { return a.runner.Counts().DeadLettered == 1 })
+	if got := f.count("SELECT count(*) FROM inbox WHERE event_id = $1 AND status = 'failed' AND attempts = 3", e.ID); got != 1 {
+		t.Fatal("the event is not failed after 3 attempts")
+	}
+	if n := len(f.mailpit.Messages(t)); n != 0 {
+		t.Fatalf("%d emails sent", n)
+	}
+	if err := redrive(context.Background(), f.config(true), slog.New(slog.DiscardHandler), e.ID.String()); err != nil {
+		t.Fatalf("redrive: %v", err)
+	}
+	if got := len(f.mailsFor(e)); got != 1 {
+		t.Errorf("emails after the re-drive = %d, want 1", got)
+	}
+	if got := f.count("SELECT count(*) FROM notifications WHERE event_id = $1", e.ID); got != 1 {
+		t.Errorf("notifications rows = %d, want 1", got)
 	}
 }

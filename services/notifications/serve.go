@@ -57,7 +57,11 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger, fault faultFunc) 
 		DeadLetterTopic: cfg.DeadLetterTopic,
 		Handlers:        notifier(cfg, fault).Handlers(),
 		Disabled:        !cfg.InboxEnabled,
-		MaxAttempts:     cfg.InboxMaxAttempts,
+		// One message per transaction: a receipt leaves by SMTP before its
+		// transaction commits, so a failed batch retried message by message
+		// would send the batch's earlier receipts again.
+		BatchSize:   1,
+		MaxAttempts: cfg.InboxMaxAttempts,
 		// An unreachable SMTP server is retried for about half a minute
 		// before the receipt is dead-lettered.
 		MaxRetryBackoff: 10 * time.Second,

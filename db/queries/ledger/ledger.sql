@@ -4,7 +4,7 @@ INSERT INTO accounts (id, kind) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING;
 -- name: LockAccounts :many
 -- Locks the accounts of one journal entry in a fixed order (sorted ids), so
 -- two entries touching the same accounts cannot deadlock.
-SELECT id FROM accounts WHERE id = ANY(@ids::text[]) ORDER BY id FOR UPDATE;
+SELECT id FROM accounts WHERE id = ANY(@ids::text[]) ORDER BY id FOR NO KEY UPDATE;
 
 -- name: RecordCapture :exec
 INSERT INTO ledger_orders (order_id, customer_account, merchant_account, currency, captured_amount)

@@ -59,6 +59,9 @@ func ApplyCaptured(ctx context.Context, tx pgx.Tx, msg inbox.Message) error {
 			return fmt.Errorf("creating account %s: %w", a[0], err)
 		}
 	}
+	if err := lockAccounts(ctx, q, customer, merchant); err != nil {
+		return err
+	}
 	if err := q.RecordCapture(ctx, ledgerdb.RecordCaptureParams{
 		OrderID: c.OrderID, CustomerAccount: customer, MerchantAccount: merchant,
 		Currency: c.Currency, CapturedAmount: c.Amount,
@@ -89,6 +92,9 @@ func ApplyRefunded(ctx context.Context, tx pgx.Tx, msg inbox.Message) error {
 	if order.Currency != r.Currency {
 		return inbox.Permanent(fmt.Errorf("refund in %s of an order captured in %s", r.Currency, order.Currency))
 	}
+	if err := lockAccounts(ctx, q, order.CustomerAccount, order.MerchantAccount); err != nil {
+		return err
+	}
 	if err := q.RecordRefund(ctx, ledgerdb.RecordRefundParams{OrderID: r.OrderID, RefundedAmount: r.Amount}); err != nil {
 		return fmt.Errorf("recording refund of order %s: %w", r.OrderID, err)
 	}
@@ -100,23 +106,31 @@ func ApplyRefunded(ctx context.Context, tx pgx.Tx, msg inbox.Message) error {
 		posting{order.MerchantAccount, -r.Amount}, posting{order.CustomerAccount, r.Amount})
 }
 
-// post writes a journal entry. The accounts are locked in sorted order first,
-// so concurrent entries over the same accounts queue instead of deadlocking,
-// and balances are updated in that same order.
+// lockAccounts locks the accounts an entry will touch, in sorted order, and
+// before anything else in the transaction refers to them: concurrent entries
+// over the same accounts then queue instead of deadlocking. (A foreign key
+// check takes a KEY SHARE lock on the account; taking it before this lock
+// would let two transactions each hold one and wait for the other.) FOR NO
+// KEY UPDATE serialises entries without blocking other foreign key checks.
+func lockAccounts(ctx context.Context, q *ledgerdb.Queries, ids ...string) error {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	if _, err := q.LockAccounts(ctx, slices.Compact(ids)); err != nil {
+		return fmt.Errorf("locking accounts %v: %w", ids, err)
+	}
+	return nil
+}
+
+// post writes a journal entry whose accounts the caller has locked, and
+// updates the balances in sorted account order.
 func post(ctx context.Context, q *ledgerdb.Queries, msg inbox.Message, orderID, kind string, refundID *string,
 	currency string, lines ...posting) error {
 	var total int64
-	ids := make([]string, 0, len(lines))
 	for _, l := range lines {
 		total += l.amount
-		ids = append(ids, l.account)
 	}
 	if total != 0 {
 		return inbox.Permanent(fmt.Errorf("entry for %s does not balance: %d", orderID, total))
-	}
-	slices.Sort(ids)
-	if _, err := q.LockAccounts(ctx, ids); err != nil {
-		return fmt.Errorf("locking accounts %v: %w", ids, err)
 	}
 	entryID, err := q.InsertEntry(ctx, ledgerdb.InsertEntryParams{EventID: msg.ID, OrderID: orderID, Kind: kind, RefundID: refundID})
 	if err != nil {

@@ -127,7 +127,7 @@ func (q *Queries) InsertPosting(ctx context.Context, arg InsertPostingParams) er
 }
 
 const lockAccounts = `-- name: LockAccounts :many
-SELECT id FROM accounts WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
+SELECT id FROM accounts WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE
 `
 
 // Locks the accounts of one journal entry in a fixed order (sorted ids), so

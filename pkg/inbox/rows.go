@@ -1,0 +1,57 @@
+package inbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/paylab/paylab/pkg/inbox/internal/inboxdb"
+)
+
+func recordParams(msg Message) inboxdb.RecordParams {
+	headers, _ := json.Marshal(msg.Headers) // a map of strings always marshals
+	var at *time.Time
+	if !msg.Time.IsZero() {
+		at = &msg.Time
+	}
+	payload := msg.Data
+	if !json.Valid(payload) {
+		payload, _ = json.Marshal(string(msg.Data)) // undecodable data is kept as a JSON string
+	}
+	return inboxdb.RecordParams{
+		EventID: msg.ID, EventType: msg.Type, Source: msg.Source, AggregateID: msg.Subject,
+		Sequence: msg.Sequence, EventTime: at, Payload: payload, Headers: headers,
+		Topic: msg.Topic, KafkaPartition: msg.Partition, KafkaOffset: msg.Offset,
+	}
+}
+
+func failedParams(msg Message, attempts int, cause error) inboxdb.RecordFailedParams {
+	r := recordParams(msg)
+	lastError := ""
+	if cause != nil {
+		lastError = cause.Error()
+	}
+	return inboxdb.RecordFailedParams{
+		EventID: r.EventID, EventType: r.EventType, Source: r.Source, AggregateID: r.AggregateID,
+		Sequence: r.Sequence, EventTime: r.EventTime, Payload: r.Payload, Headers: r.Headers,
+		Topic: r.Topic, KafkaPartition: r.KafkaPartition, KafkaOffset: r.KafkaOffset,
+		Attempts: int32(attempts), LastError: lastError,
+	}
+}
+
+// messageFromRow rebuilds a Message from its inbox row.
+func messageFromRow(row inboxdb.Inbox) Message {
+	msg := Message{
+		ID: row.EventID, Type: row.EventType, Source: row.Source, Subject: row.AggregateID,
+		Sequence: row.Sequence, Data: row.Payload, Topic: row.Topic,
+		Partition: row.KafkaPartition, Offset: row.KafkaOffset,
+	}
+	if row.EventTime != nil {
+		msg.Time = *row.EventTime
+	}
+	_ = json.Unmarshal(row.Headers, &msg.Headers)
+	if v, ok := msg.Headers[HeaderSchemaVersion]; ok {
+		fmt.Sscan(v, &msg.SchemaVersion) //nolint:errcheck // validated when it was received
+	}
+	return msg
+}
