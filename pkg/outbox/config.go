@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +52,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the relay's metrics. Default: not exported.
 	Registerer prometheus.Registerer
+	// Hooks are called at the relay's step boundaries, for fault injection
+	// and tests. Default: none.
+	Hooks Hooks
 }
 
 // Defaults.
@@ -137,3 +141,30 @@ func (c Config) Validate() error {
 // lease TTL, so a batch is acknowledged and marked well before its lease can
 // expire and another relay take the same events.
 func (c Config) PublishTimeout() time.Duration { return c.withDefaults().LeaseTTL / 2 }
+
+// Hooks are optional functions called at the relay's step boundaries. One
+// that returns an error fails the batch there; one that exits the process is
+// a crash at that point.
+type Hooks struct {
+	// AfterLease runs when a batch is leased and not yet published. A crash
+	// here leaves leases held by a dead relay ("relay.after_lease").
+	AfterLease func(ctx context.Context) error
+	// AfterPublishBeforeMark runs when the broker acknowledged the batch and
+	// it is not yet marked dispatched. A crash here puts duplicates on the
+	// wire ("relay.after_publish_before_mark").
+	AfterPublishBeforeMark func(ctx context.Context) error
+}
+
+func (h Hooks) afterLease(ctx context.Context) error {
+	if h.AfterLease == nil {
+		return nil
+	}
+	return h.AfterLease(ctx)
+}
+
+func (h Hooks) afterPublishBeforeMark(ctx context.Context) error {
+	if h.AfterPublishBeforeMark == nil {
+		return nil
+	}
+	return h.AfterPublishBeforeMark(ctx)
+}

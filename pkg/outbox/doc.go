@@ -123,8 +123,9 @@
 //
 // # Fault points
 //
-// relay.after_lease (a batch leased, not published: a crash leaves leases
-// held by a dead relay) and relay.after_publish_before_mark (acknowledged,
-// not marked: a crash puts duplicates on the wire); see package
-// internal/chaos.
+// Config.Hooks run at relay.after_lease (a batch leased, not published: a
+// crash leaves leases held by a dead relay) and
+// relay.after_publish_before_mark (acknowledged, not marked: a crash puts
+// duplicates on the wire). The orders relay process attaches paylab's chaos
+// fault points to them; the package itself depends on nothing of paylab's.
 package outbox

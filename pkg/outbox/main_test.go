@@ -40,6 +40,10 @@ func runChildRelay() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child relay:", err); return 1 }
+	hooks := outbox.Hooks{
+		AfterLease:             chaos.NewPoint("relay.after_lease").Hit,
+		AfterPublishBeforeMark: chaos.NewPoint("relay.after_publish_before_mark").Hit,
+	}
 	if p := os.Getenv("CHAOS_CRASH_AT"); p != "" {
 		if err := chaos.Default.Arm(p, chaos.Fault{Action: chaos.Crash, Count: 1}); err != nil {
 			return fail(err)
@@ -58,7 +62,8 @@ func runChildRelay() int {
 	defer pub.Close()
 	batch, _ := strconv.Atoi(os.Getenv("RELAY_BATCH_SIZE"))
 	ttl, _ := time.ParseDuration(os.Getenv("RELAY_LEASE_TTL"))
-	relay, err := outbox.NewRelay(pool, pub, outbox.Config{ID: os.Getenv("RELAY_ID"), BatchSize: batch, LeaseTTL: ttl})
+	relay, err := outbox.NewRelay(pool, pub, outbox.Config{ID: os.Getenv("RELAY_ID"), BatchSize: batch, LeaseTTL: ttl,
+		Hooks: hooks})
 	if err != nil {
 		return fail(err)
 	}

@@ -12,18 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/paylab/paylab/internal/chaos"
 	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
-)
-
-// Fault points of the relay (package chaos).
-var (
-	// afterLease: a batch is leased and not yet published. A crash here
-	// leaves leases held by a dead relay.
-	afterLease = chaos.NewPoint("relay.after_lease")
-	// afterPublishBeforeMark: the broker acknowledged the batch, it is not
-	// yet marked dispatched. A crash here puts duplicates on the wire.
-	afterPublishBeforeMark = chaos.NewPoint("relay.after_publish_before_mark")
 )
 
 // Relay publishes committed outbox events to a broker. Any number of relays
@@ -162,7 +151,7 @@ func (r *Relay) RunBatch(ctx context.Context) (BatchResult, error) {
 	if res.Reclaimed > 0 {
 		r.log.InfoContext(ctx, "took over events whose lease had expired", "events", res.Reclaimed)
 	}
-	if err := afterLease.Hit(bctx); err != nil {
+	if err := r.cfg.Hooks.afterLease(bctx); err != nil {
 		return res, err
 	}
 
@@ -191,7 +180,7 @@ func (r *Relay) RunBatch(ctx context.Context) (BatchResult, error) {
 	for k, err := range pubErrs {
 		errs[index[k]] = err
 	}
-	if err := afterPublishBeforeMark.Hit(bctx); err != nil {
+	if err := r.cfg.Hooks.afterPublishBeforeMark(bctx); err != nil {
 		return res, err
 	}
 	cctx, cancelComplete := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL/4)

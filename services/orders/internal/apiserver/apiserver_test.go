@@ -230,7 +230,7 @@ func TestChaosControls(t *testing.T) {
 		t.Fatalf("without CHAOS_ENABLED: GET /chaos/faults = %d, want 404", status)
 	}
 
-	p := start(t, "outbox", func(c *config.API) { c.ChaosEnabled, c.ChaosToken = true, "s3cret" })
+	p := start(t, "outbox", func(c *config.API) { c.ChaosEnabled, c.ChaosToken = true, "s3cret-chaos-token" })
 	call := func(method, path, token, body string) int {
 		t.Helper()
 		req, _ := http.NewRequest(method, p.admin+path, strings.NewReader(body))
@@ -250,8 +250,8 @@ func TestChaosControls(t *testing.T) {
 	if got := call(http.MethodGet, "/chaos/faults", "wrong", ""); got != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %d, want 401", got)
 	}
-	t.Cleanup(func() { call(http.MethodDelete, "/chaos/faults", "s3cret", "") })
-	if got := call(http.MethodPut, "/chaos/faults/orders.before_commit", "s3cret", `{"action":"error","count":1}`); got/100 != 2 {
+	t.Cleanup(func() { call(http.MethodDelete, "/chaos/faults", "s3cret-chaos-token", "") })
+	if got := call(http.MethodPut, "/chaos/faults/orders.before_commit", "s3cret-chaos-token", `{"action":"error","count":1}`); got/100 != 2 {
 		t.Fatalf("arming: %d", got)
 	}
 	if status, body := pay(t, p); status != http.StatusServiceUnavailable || !strings.Contains(body, "fault_injected") {

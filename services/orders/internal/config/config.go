@@ -127,8 +127,8 @@ func (c API) Validate() error {
 	if c.DatabaseMaxConns < 1 {
 		bad("DATABASE_MAX_CONNS must be at least 1, got %d", c.DatabaseMaxConns)
 	}
-	if c.ChaosEnabled && c.ChaosToken == "" {
-		bad("CHAOS_TOKEN must be set when CHAOS_ENABLED=true")
+	if c.ChaosEnabled && len(c.ChaosToken) < 16 {
+		bad("CHAOS_TOKEN must be at least 16 characters when CHAOS_ENABLED=true")
 	}
 	return errors.Join(errs...)
 }

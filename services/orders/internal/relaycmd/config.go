@@ -138,6 +138,7 @@ func (c Config) relayConfig(log *slog.Logger) outbox.Config {
 		RetentionInterval: c.RetentionInterval,
 		StatsInterval:     c.StatsInterval,
 		Logger:            log,
+		Hooks:             faultHooks,
 	}
 }
 
