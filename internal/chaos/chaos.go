@@ -286,3 +286,19 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	*d = Duration(v)
 	return nil
 }
+
+// Points declares the named points on the Default registry (so they can be
+// armed before their first hit) and returns a function that hits one by
+// name; a name not declared here is a no-op.
+func Points(names ...string) func(ctx context.Context, point string) error {
+	points := make(map[string]*Point, len(names))
+	for _, n := range names {
+		points[n] = NewPoint(n)
+	}
+	return func(ctx context.Context, point string) error {
+		if p := points[point]; p != nil {
+			return p.Hit(ctx)
+		}
+		return nil
+	}
+}

@@ -30,6 +30,10 @@ type config struct {
 	// partition in one transaction (see inbox.Config.BatchSize).
 	InboxBatchSize int        `env:"INBOX_BATCH_SIZE" envDefault:"1"`
 	LogLevel       slog.Level `env:"LOG_LEVEL" envDefault:"info"`
+	// ChaosEnabled mounts the fault-injection controls (/chaos/…) on the
+	// admin listener, guarded by the bearer token ChaosToken.
+	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
+	ChaosToken   string `env:"CHAOS_TOKEN"`
 }
 
 func loadConfig() (config, error) {
@@ -42,6 +46,8 @@ func loadConfig() (config, error) {
 
 func (c config) validate() error {
 	switch {
+	case c.ChaosEnabled && len(c.ChaosToken) < 16:
+		return fmt.Errorf("configuration: CHAOS_TOKEN must be at least 16 characters when CHAOS_ENABLED=true")
 	case c.DatabaseURL == "":
 		return fmt.Errorf("configuration: DATABASE_URL is empty")
 	case len(broker.SplitBrokers(c.KafkaBrokers)) == 0:

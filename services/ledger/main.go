@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paylab/paylab/internal/chaos"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/services/ledger/internal/ledger"
 )
@@ -38,7 +39,12 @@ func run(ctx context.Context, args []string) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", "ledger")
 	switch {
 	case len(args) == 0 || args[0] == "serve":
-		return serve(ctx, cfg, log, nil)
+		faults := chaos.Points(ledger.FaultAfterApplyBeforeOffsetCommit)
+		return serve(ctx, cfg, log, func(ctx context.Context, point string) {
+			if err := faults(ctx, point); err != nil {
+				log.WarnContext(ctx, "fault injected", "point", point, "error", err)
+			}
+		})
 	case args[0] == "redrive" && len(args) == 2:
 		return redrive(ctx, cfg, log, args[1])
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paylab/paylab/internal/admin"
 	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/chaos"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/services/ledger/internal/ledger"
 	"github.com/paylab/paylab/services/ledger/internal/ledgerhttp"
@@ -89,7 +90,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, fault faultFunc) e
 // run serves on the given listeners until ctx ends, then shuts down with a
 // deadline.
 func (a *app) run(ctx context.Context, httpLn, adminLn net.Listener) error {
-	adminSrv := admin.Server("", admin.Handler(a.reg, map[string]admin.Check{
+	adminRoutes := admin.Handler(a.reg, map[string]admin.Check{
 		"database": func(ctx context.Context) error { return a.pool.Ping(ctx) },
 		"kafka": func(context.Context) error {
 			if !a.runner.Ready() {
@@ -97,7 +98,11 @@ func (a *app) run(ctx context.Context, httpLn, adminLn net.Listener) error {
 			}
 			return nil
 		},
-	}))
+	})
+	if err := chaos.Mount(adminRoutes, chaos.Default, a.cfg.ChaosEnabled, a.cfg.ChaosToken); err != nil {
+		return err
+	}
+	adminSrv := admin.Server("", adminRoutes)
 	apiSrv := admin.Server("", ledgerhttp.Routes(a.pool, a.log))
 	a.log.InfoContext(ctx, "ledger starting", "http_addr", httpLn.Addr().String(), "admin_addr", adminLn.Addr().String(),
 		"topic", a.cfg.OrdersTopic, "group", a.cfg.ConsumerGroup, "inbox_enabled", a.cfg.InboxEnabled)

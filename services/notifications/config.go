@@ -31,6 +31,10 @@ type config struct {
 	InboxRetention   time.Duration `env:"INBOX_RETENTION" envDefault:"168h"`
 	InboxMaxAttempts int           `env:"INBOX_MAX_ATTEMPTS" envDefault:"5"`
 	LogLevel         slog.Level    `env:"LOG_LEVEL" envDefault:"info"`
+	// ChaosEnabled mounts the fault-injection controls (/chaos/…) on the
+	// admin listener, guarded by the bearer token ChaosToken.
+	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
+	ChaosToken   string `env:"CHAOS_TOKEN"`
 }
 
 func loadConfig() (config, error) {
@@ -49,6 +53,8 @@ func (c config) validate() error {
 		return fmt.Errorf("configuration: MAIL_FROM %q is not an address: %w", c.MailFrom, err)
 	}
 	switch {
+	case c.ChaosEnabled && len(c.ChaosToken) < 16:
+		return fmt.Errorf("configuration: CHAOS_TOKEN must be at least 16 characters when CHAOS_ENABLED=true")
 	case c.DatabaseURL == "":
 		return fmt.Errorf("configuration: DATABASE_URL is empty")
 	case len(broker.SplitBrokers(c.KafkaBrokers)) == 0:

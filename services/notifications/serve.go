@@ -15,6 +15,7 @@ import (
 
 	"github.com/paylab/paylab/internal/admin"
 	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/chaos"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/services/notifications/internal/mailer"
 	"github.com/paylab/paylab/services/notifications/internal/receipt"
@@ -101,7 +102,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, fault faultFunc) e
 // run consumes and serves the admin listener until ctx ends, then shuts down
 // with a deadline.
 func (a *app) run(ctx context.Context, adminLn net.Listener) error {
-	srv := admin.Server("", admin.Handler(a.reg, map[string]admin.Check{
+	adminRoutes := admin.Handler(a.reg, map[string]admin.Check{
 		"database": func(ctx context.Context) error { return a.pool.Ping(ctx) },
 		"kafka": func(context.Context) error {
 			if !a.runner.Ready() {
@@ -116,7 +117,11 @@ func (a *app) run(ctx context.Context, adminLn net.Listener) error {
 			}
 			return c.Close()
 		},
-	}))
+	})
+	if err := chaos.Mount(adminRoutes, chaos.Default, a.cfg.ChaosEnabled, a.cfg.ChaosToken); err != nil {
+		return err
+	}
+	srv := admin.Server("", adminRoutes)
 	a.log.InfoContext(ctx, "notifications starting", "admin_addr", adminLn.Addr().String(), "smtp_addr", a.cfg.SMTPAddr,
 		"topic", a.cfg.OrdersTopic, "group", a.cfg.ConsumerGroup, "inbox_enabled", a.cfg.InboxEnabled)
 
