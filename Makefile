@@ -94,6 +94,9 @@ test: verify env-up $(MAILPIT) ## vet, check generated code, then every test aga
 	@go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /internal/smoke)
 	@echo "--- fuzz: the request decoders, briefly"
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=4s
+	@echo "--- chaos: the hole in naive and inbox-off mode, closed with outbox + inbox"
+	@$(MAKE) --no-print-directory build
+	@bin/paylab chaos run all --quick
 
 .PHONY: build
 build: ## build every binary into bin/

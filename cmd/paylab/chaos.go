@@ -87,10 +87,17 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintln(out)
 		chaosrun.Table(out, results)
 	}
+	passed := 0
 	for _, r := range results {
-		if !r.Pass {
-			return errors.New("chaos: a scenario did not show what it must")
+		if r.Pass {
+			passed++
 		}
+	}
+	if !*asJSON {
+		fmt.Fprintf(out, "chaos: %d passed, %d failed\n", passed, len(results)-passed)
+	}
+	if passed < len(results) {
+		return errors.New("chaos: a scenario did not show what it must")
 	}
 	return nil
 }

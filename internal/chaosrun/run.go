@@ -39,6 +39,9 @@ func Select(names []string) ([]Scenario, error) {
 func Run(ctx context.Context, env *Env, scenarios []Scenario, s Sizes, log io.Writer) []Result {
 	results := make([]Result, 0, len(scenarios))
 	for i, sc := range scenarios {
+		if ctx.Err() != nil {
+			break
+		}
 		fmt.Fprintf(log, "[%d/%d] %s: %s\n", i+1, len(scenarios), sc.Name, sc.Description)
 		r := runOne(ctx, env, sc, s, uint64(i+1))
 		verdict := "PASS"
@@ -85,7 +88,7 @@ func runOne(ctx context.Context, env *Env, sc Scenario, s Sizes, seed uint64) (r
 	r.StatusCode = load.StatusCode
 	r.Note, r.Recovery = note, recovery
 
-	rep, err := reconcile.Settle(ctx, d.Src, s.Settle, 3*time.Second)
+	rep, err := reconcile.Settle(ctx, d.Src, s.Settle, 4*time.Second)
 	if err != nil {
 		return fail(err)
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paylab/paylab/internal/httpmetrics"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/pkg/outbox"
-	"github.com/paylab/paylab/internal/httpmetrics"
 )
 
 // recorder is a Registerer that remembers the name of every metric a

@@ -5,7 +5,9 @@
 package localstack
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -81,14 +83,20 @@ func (s *Server) stack(verb string) error {
 	return nil
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now. It
+// is drawn below Linux's ephemeral range (32768 and up), so an outgoing
+// connection cannot take it before the server it is meant for binds it.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free TCP port between 20000 and 32000")
 }
 
 // RepoRoot is the repository's root folder, found from this source file.

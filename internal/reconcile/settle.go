@@ -7,9 +7,12 @@ import (
 	"time"
 )
 
-// Settle checks until the pipeline has settled — nothing pending in the
-// outbox and the same report for `quiet` — or until timeout, and returns the
-// last report. A run whose events are lost settles with the loss in it.
+// Settle checks until the pipeline has settled, or until timeout, and
+// returns the last report. Settled means nothing pending in the outbox and
+// the same report for `quiet` when every committed effect has arrived, or for
+// 5 × quiet when some are still missing (a consumer that crashed may need
+// its group's session timeout to pass before it consumes again). A run whose
+// events are lost settles with the loss in it.
 func Settle(ctx context.Context, src Sources, timeout, quiet time.Duration) (Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -34,7 +37,8 @@ func Settle(ctx context.Context, src Sources, timeout, quiet time.Duration) (Rep
 		switch {
 		case pending > 0 || !reflect.DeepEqual(r, last) || stableSince.IsZero():
 			stableSince = time.Now()
-		case time.Since(stableSince) >= quiet:
+		case time.Since(stableSince) >= quiet && r.Ledger.Lost == 0 && r.Notifications.Lost == 0,
+			time.Since(stableSince) >= 5*quiet:
 			return r, nil
 		}
 		last = r
