@@ -93,6 +93,15 @@ func runOne(ctx context.Context, env *Env, sc Scenario, s Sizes, seed uint64) (r
 		return fail(err)
 	}
 	r.judge(rep)
+	if n := load.StatusCode["503"]; n > 0 {
+		r.Note += fmt.Sprintf("; the API answered 503 %d times", n)
+	}
+	// Whatever the fault, the API answers with a success, a 4xx, or a clean
+	// 503 — never a 500.
+	if n := load.StatusCode["500"]; n > 0 {
+		r.Pass = false
+		r.Error = strings.TrimSpace(r.Error + fmt.Sprintf(" %d responses were 500", n))
+	}
 	if faultErr != nil {
 		r.Error = faultErr.Error()
 		r.Pass = false
