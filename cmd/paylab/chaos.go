@@ -37,6 +37,7 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("chaos run", flag.ContinueOnError)
 	fs.SetOutput(out)
 	quick := fs.Bool("quick", false, "the reduced set of counts make test runs")
+	parallel := fs.Int("parallel", 3, "scenarios run side by side (those that stop a shared server run alone)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	exe, _ := os.Executable()
 	bin := fs.String("bin", filepath.Dir(exe), "folder with the orders, ledger and notifications binaries")
@@ -76,7 +77,7 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("chaos: %w", err)
 	}
 	defer env.Stop()
-	results := chaosrun.Run(ctx, env, scenarios, sizes, out)
+	results := chaosrun.Run(ctx, env, scenarios, sizes, *parallel, out)
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")

@@ -86,7 +86,7 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 	for i := range relays {
 		p, err := d.process(name, fmt.Sprintf("relay-%d", i), []string{"relay"}, append(common,
 			"DATABASE_URL="+urls["orders"], fmt.Sprintf("RELAY_ID=relay-%d", i),
-			"RELAY_LEASE_TTL="+o.leaseTTL.String(), "RELAY_POLL_INTERVAL=250ms"))
+			"RELAY_LEASE_TTL="+o.leaseTTL.String(), "RELAY_POLL_INTERVAL=250ms", "RELAY_STATS_INTERVAL=1s"))
 		if err != nil {
 			return nil, err
 		}

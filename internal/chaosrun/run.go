@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -35,22 +36,52 @@ func Select(names []string) ([]Scenario, error) {
 }
 
 // Run runs each scenario in env with sizes s, printing progress to log, and
-// returns one result per scenario.
-func Run(ctx context.Context, env *Env, scenarios []Scenario, s Sizes, log io.Writer) []Result {
-	results := make([]Result, 0, len(scenarios))
-	for i, sc := range scenarios {
-		if ctx.Err() != nil {
-			break
-		}
-		fmt.Fprintf(log, "[%d/%d] %s: %s\n", i+1, len(scenarios), sc.Name, sc.Description)
-		r := runOne(ctx, env, sc, s, uint64(i+1))
+// returns one result per scenario, in order. Scenarios that share the
+// servers peacefully run `parallel` at a time; exclusive ones run alone.
+func Run(ctx context.Context, env *Env, scenarios []Scenario, s Sizes, parallel int, log io.Writer) []Result {
+	results := make([]Result, len(scenarios))
+	var mu sync.Mutex
+	report := func(i int, r Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		results[i] = r
 		verdict := "PASS"
 		if !r.Pass {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(log, "      %s (expect %s): %d payments, %d lost, %d phantom, %d duplicate effects, %d duplicates on the wire. %s %s\n",
-			verdict, r.Expect, r.Payments, r.Lost, r.Phantom, r.DupEffects, r.DupOnWire, r.Note, r.Error)
-		results = append(results, r)
+		fmt.Fprintf(log, "  %s %s (expect %s): %d payments, %d lost, %d phantom, %d duplicate effects, %d duplicates on the wire. %s %s\n",
+			verdict, r.Scenario, r.Expect, r.Payments, r.Lost, r.Phantom, r.DupEffects, r.DupOnWire, r.Note, r.Error)
+	}
+	run := func(i int) {
+		sc := scenarios[i]
+		mu.Lock()
+		fmt.Fprintf(log, "[%d/%d] %s: %s\n", i+1, len(scenarios), sc.Name, sc.Description)
+		mu.Unlock()
+		report(i, runOne(ctx, env, sc, s, uint64(i+1)))
+	}
+	sem := make(chan struct{}, max(parallel, 1))
+	var wg sync.WaitGroup
+	for i, sc := range scenarios {
+		if sc.exclusive || ctx.Err() != nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			run(i)
+		}()
+	}
+	wg.Wait()
+	for i, sc := range scenarios {
+		if sc.exclusive && ctx.Err() == nil {
+			run(i)
+		}
+	}
+	for i := range results {
+		if results[i].Scenario == "" {
+			results[i] = Result{Scenario: scenarios[i].Name, Mode: scenarios[i].opts.mode, Expect: scenarios[i].expect, Error: "not run"}
+		}
 	}
 	return results
 }

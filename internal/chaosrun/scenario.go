@@ -36,6 +36,9 @@ type Scenario struct {
 	Description string
 	opts        options
 	expect      Expect
+	// exclusive scenarios stop a server every scenario shares, so they run
+	// alone; the others run side by side.
+	exclusive bool
 	// during runs while the load runs; it returns a note for the report
 	// (such as a takeover time) and the recovery time it measured.
 	during func(ctx context.Context, d *Deployment, s Sizes) (note string, recovery time.Duration, err error)

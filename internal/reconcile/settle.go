@@ -10,7 +10,7 @@ import (
 // Settle checks until the pipeline has settled, or until timeout, and
 // returns the last report. Settled means nothing pending in the outbox and
 // the same report for `quiet` when every committed effect has arrived, or for
-// 5 × quiet when some are still missing (a consumer that crashed may need
+// 4 × quiet when some are still missing (a consumer that crashed may need
 // its group's session timeout to pass before it consumes again). A run whose
 // events are lost settles with the loss in it.
 func Settle(ctx context.Context, src Sources, timeout, quiet time.Duration) (Report, error) {
@@ -24,21 +24,28 @@ func Settle(ctx context.Context, src Sources, timeout, quiet time.Duration) (Rep
 	defer tick.Stop()
 	for {
 		r, err := Check(ctx, src)
-		if err != nil {
-			if ctx.Err() != nil && !stableSince.IsZero() {
-				return last, nil
-			}
-			return r, err
+		var pending int
+		if err == nil {
+			pending, err = outboxPending(ctx, src.OrdersURL)
 		}
-		pending, err := outboxPending(ctx, src.OrdersURL)
 		if err != nil {
-			return r, err
+			// A server just restarted (a broker's stale metadata, a database
+			// still starting) is retried until the deadline.
+			if ctx.Err() != nil {
+				return last, fmt.Errorf("settling: %w", err)
+			}
+			stableSince = time.Time{}
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+			continue
 		}
 		switch {
 		case pending > 0 || !reflect.DeepEqual(r, last) || stableSince.IsZero():
 			stableSince = time.Now()
 		case time.Since(stableSince) >= quiet && r.Ledger.Lost == 0 && r.Notifications.Lost == 0,
-			time.Since(stableSince) >= 5*quiet:
+			time.Since(stableSince) >= 4*quiet:
 			return r, nil
 		}
 		last = r
