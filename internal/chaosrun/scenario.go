@@ -55,7 +55,7 @@ type Sizes struct {
 
 // Full and Quick are the default sizes (`paylab chaos run all` and `--quick`).
 var (
-	Full  = Sizes{Payments: 2000, Rate: 200, Crashes: 5, Outage: 30 * time.Second, Settle: 3 * time.Minute}
+	Full  = Sizes{Payments: 2000, Rate: 200, Crashes: 5, Outage: 35 * time.Second, Settle: 3 * time.Minute}
 	Quick = Sizes{Payments: 300, Rate: 150, Crashes: 2, Outage: 5 * time.Second, Settle: time.Minute}
 )
 

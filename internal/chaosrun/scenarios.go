@@ -151,6 +151,10 @@ func killRelayHoldingLeases(ctx context.Context, d *Deployment, _ Sizes) (string
 		rows, takeover.Round(10*time.Millisecond), d.opts.leaseTTL), takeover, nil
 }
 
+// publishLagThreshold is the OutboxPublishLag alert's threshold
+// (deploy/prometheus/alerts.yml).
+const publishLagThreshold = 30 * time.Second
+
 // kafkaDown stops the broker, places payments while it is down (they must
 // all succeed: capture does not depend on the broker), checks that the
 // publish-lag gauges rise, and measures how long the backlog takes to drain
@@ -182,6 +186,8 @@ func kafkaDown(ctx context.Context, d *Deployment, s Sizes) (string, time.Durati
 		return note, drained, fmt.Errorf("payments failed while Kafka was down: %v", during.StatusCode)
 	case pending == 0 || lag < s.Outage.Seconds()/2:
 		return note, drained, fmt.Errorf("the publish-lag metrics did not rise during the outage")
+	case s.Outage > publishLagThreshold && lag <= publishLagThreshold.Seconds():
+		return note, drained, fmt.Errorf("the OutboxPublishLag condition (oldest pending > 30s) did not hold during a %s outage", s.Outage)
 	}
 	return note, drained, nil
 }
