@@ -100,12 +100,12 @@ func TestCrashAfterMarkBeforeOffsetCommit(t *testing.T) {
 			e := captured("ord-crash", "cus_9", 4200, "EUR")
 			f.publish(e)
 			first := startChild(t, cfg, FaultAfterMarkBeforeOffsetCommit)
-			if code := first.wait(t, 60*time.Second); code != crashCode {
-				t.Fatalf("exit code %d, want the crash code %d\n%s", code, crashCode, first.out.String())
+			if code := first.Wait(t, 60*time.Second); code != crashCode {
+				t.Fatalf("exit code %d, want the crash code %d\n%s", code, crashCode, first.Output())
 			}
 			second := startChild(t, cfg, "")
 			eventually(t, 60*time.Second, "the redelivery", func() bool {
-				return second.metric("paylab_inbox_processed_total")+second.metric("paylab_inbox_duplicates_total") >= 1
+				return second.Metric("paylab_inbox_processed_total")+second.Metric("paylab_inbox_duplicates_total") >= 1
 			})
 			if got := len(f.mailsFor(e)); got != tc.wantMails {
 				t.Errorf("emails = %d, want %d", got, tc.wantMails)
@@ -113,7 +113,7 @@ func TestCrashAfterMarkBeforeOffsetCommit(t *testing.T) {
 			if got := f.count("SELECT count(*) FROM notifications WHERE event_id = $1", e.ID); got != tc.wantMails {
 				t.Errorf("notifications rows = %d, want %d", got, tc.wantMails)
 			}
-			second.stop(t)
+			second.Stop(t)
 		})
 	}
 }
@@ -130,8 +130,8 @@ func TestCrashAfterSendBeforeMarkSendsTwiceWithOneMessageID(t *testing.T) {
 	e := captured("ord-smtp", "cus_5", 300, "EUR")
 	f.publish(e)
 	first := startChild(t, cfg, receipt.FaultAfterSendBeforeMark)
-	if code := first.wait(t, 60*time.Second); code != crashCode {
-		t.Fatalf("exit code %d, want the crash code %d\n%s", code, crashCode, first.out.String())
+	if code := first.Wait(t, 60*time.Second); code != crashCode {
+		t.Fatalf("exit code %d, want the crash code %d\n%s", code, crashCode, first.Output())
 	}
 	if got := f.count("SELECT count(*) FROM notifications"); got != 0 {
 		t.Fatalf("%d rows recorded although the crash came before the commit", got)
@@ -147,7 +147,7 @@ func TestCrashAfterSendBeforeMarkSendsTwiceWithOneMessageID(t *testing.T) {
 	if mails[0].MessageID != mails[1].MessageID {
 		t.Errorf("the two copies have different Message-IDs: %q, %q", mails[0].MessageID, mails[1].MessageID)
 	}
-	second.stop(t)
+	second.Stop(t)
 }
 
 func TestConfigValidation(t *testing.T) {
