@@ -31,8 +31,13 @@ KAFKA_LOG=$KAFKA_DIR/kafka.log
 log() { printf 'stack: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-external_pg() { [ -n "${PAYLAB_ADMIN_DATABASE_URL:-}" ]; }
-external_kafka() { [ -n "${KAFKA_BROKERS:-}" ]; }
+# The addresses of the servers this script runs. A variable set to one of them
+# (as `eval "$(scripts/stack.sh env)"` does) still means "ours", not external.
+own_pg_url() { echo "postgres://postgres:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable"; }
+own_kafka() { echo "127.0.0.1:$KAFKA_PORT"; }
+
+external_pg() { [ -n "${PAYLAB_ADMIN_DATABASE_URL:-}" ] && [ "$PAYLAB_ADMIN_DATABASE_URL" != "$(own_pg_url)" ]; }
+external_kafka() { [ -n "${KAFKA_BROKERS:-}" ] && [ "$KAFKA_BROKERS" != "$(own_kafka)" ]; }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -249,8 +254,8 @@ kafka_status() {
 # ------------------------------------------------------------------ commands
 
 print_env() {
-  local pg=${PAYLAB_ADMIN_DATABASE_URL:-postgres://postgres:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable}
-  local kafka=${KAFKA_BROKERS:-127.0.0.1:$KAFKA_PORT}
+  local pg=${PAYLAB_ADMIN_DATABASE_URL:-$(own_pg_url)}
+  local kafka=${KAFKA_BROKERS:-$(own_kafka)}
   echo "export PAYLAB_ADMIN_DATABASE_URL='$pg'"
   echo "export KAFKA_BROKERS='$kafka'"
 }
