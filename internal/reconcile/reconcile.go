@@ -83,6 +83,15 @@ type key struct{ order, refund string }
 
 // Check reads the three databases (and the topic, when configured) once.
 func Check(ctx context.Context, src Sources) (Report, error) {
+	r, err := checkDatabases(ctx, src)
+	if err != nil {
+		return r, err
+	}
+	return r, addWire(ctx, src, &r)
+}
+
+// checkDatabases compares the consumers' effects with the orders database.
+func checkDatabases(ctx context.Context, src Sources) (Report, error) {
 	var r Report
 	expected, err := committed(ctx, src.OrdersURL)
 	if err != nil {
@@ -101,15 +110,21 @@ func Check(ctx context.Context, src Sources) (Report, error) {
 	if r.Notifications, err = notificationEffects(ctx, src.NotificationsURL, expected); err != nil {
 		return r, err
 	}
-	if src.Topic != "" && len(src.Brokers) > 0 {
-		w, err := ReadWire(ctx, src.Brokers, src.Topic)
-		if err != nil {
-			return r, err
-		}
-		r.Wire = &w
-		r.InboxAbsorbed = max(0, w.Duplicates-r.Ledger.Duplicate)
-	}
 	return r, nil
+}
+
+// addWire reads the topic, when src names one, into r.
+func addWire(ctx context.Context, src Sources, r *Report) error {
+	if src.Topic == "" || len(src.Brokers) == 0 {
+		return nil
+	}
+	w, err := ReadWire(ctx, src.Brokers, src.Topic)
+	if err != nil {
+		return err
+	}
+	r.Wire = &w
+	r.InboxAbsorbed = max(0, w.Duplicates-r.Ledger.Duplicate)
+	return nil
 }
 
 // committed returns the effects the orders database says must happen: one

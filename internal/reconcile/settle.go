@@ -12,9 +12,10 @@ import (
 // the same report for `quiet` when every committed effect has arrived, or for
 // 4 × quiet when some are still missing (a consumer that crashed may need
 // its group's session timeout to pass before it consumes again). A run whose
-// events are lost settles with the loss in it.
-func Settle(ctx context.Context, src Sources, timeout, quiet time.Duration) (Report, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// events are lost settles with the loss in it. The databases are polled; the
+// topic, which only grows, is read once, when the databases have settled.
+func Settle(parent context.Context, src Sources, timeout, quiet time.Duration) (Report, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	var (
 		last        Report
@@ -23,7 +24,7 @@ func Settle(ctx context.Context, src Sources, timeout, quiet time.Duration) (Rep
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		r, err := Check(ctx, src)
+		r, err := checkDatabases(ctx, src)
 		var pending int
 		if err == nil {
 			pending, err = outboxPending(ctx, src.OrdersURL)
@@ -46,12 +47,31 @@ func Settle(ctx context.Context, src Sources, timeout, quiet time.Duration) (Rep
 			stableSince = time.Now()
 		case time.Since(stableSince) >= quiet && r.Ledger.Lost == 0 && r.Notifications.Lost == 0,
 			time.Since(stableSince) >= 4*quiet:
-			return r, nil
+			return r, settleWire(ctx, src, &r, tick)
 		}
 		last = r
 		select {
 		case <-ctx.Done():
-			return last, nil
+			// Not settled in time: report what is there, topic included.
+			wctx, wcancel := context.WithTimeout(parent, 30*time.Second)
+			defer wcancel()
+			return last, settleWire(wctx, src, &last, tick)
+		case <-tick.C:
+		}
+	}
+}
+
+// settleWire reads the topic into r, retrying while a broker that just
+// restarted still serves stale metadata, until ctx ends.
+func settleWire(ctx context.Context, src Sources, r *Report, tick *time.Ticker) error {
+	for {
+		err := addWire(ctx, src, r)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("reading the topic: %w", err)
 		case <-tick.C:
 		}
 	}
