@@ -63,3 +63,23 @@ func TestAdminEndpoints(t *testing.T) {
 		}
 	}
 }
+
+func TestSumSamples(t *testing.T) {
+	t.Parallel()
+	exposition := `# HELP paylab_x_total x
+# TYPE paylab_x_total counter
+paylab_x_total{kind="a"} 2
+paylab_x_total{kind="b"} 3.5
+paylab_x_total_other 100
+paylab_y 7
+`
+	if sum, found := admin.SumSamples(strings.NewReader(exposition), "paylab_x_total"); !found || sum != 5.5 {
+		t.Errorf("paylab_x_total = %v, %v; want 5.5, true", sum, found)
+	}
+	if sum, found := admin.SumSamples(strings.NewReader(exposition), "paylab_y"); !found || sum != 7 {
+		t.Errorf("paylab_y = %v, %v; want 7, true", sum, found)
+	}
+	if _, found := admin.SumSamples(strings.NewReader(exposition), "paylab_z"); found {
+		t.Error("paylab_z found")
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -289,16 +290,19 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Points declares the named points on the Default registry (so they can be
 // armed before their first hit) and returns a function that hits one by
-// name; a name not declared here is a no-op.
-func Points(names ...string) func(ctx context.Context, point string) error {
+// name; a name not declared here is a no-op. It is for step boundaries that
+// cannot fail the step: an injected error is only logged (crash and delay act
+// as usual).
+func Points(log *slog.Logger, names ...string) func(ctx context.Context, point string) {
 	points := make(map[string]*Point, len(names))
 	for _, n := range names {
 		points[n] = NewPoint(n)
 	}
-	return func(ctx context.Context, point string) error {
+	return func(ctx context.Context, point string) {
 		if p := points[point]; p != nil {
-			return p.Hit(ctx)
+			if err := p.Hit(ctx); err != nil {
+				log.WarnContext(ctx, "fault injected", "point", point, "error", err)
+			}
 		}
-		return nil
 	}
 }

@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/paylab/paylab/internal/admin"
 	"github.com/paylab/paylab/internal/chaos"
 	"github.com/paylab/paylab/internal/localstack"
 	"github.com/paylab/paylab/internal/reconcile"
@@ -67,6 +69,8 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 		OrdersURL: urls["orders"], LedgerURL: urls["ledger"], NotificationsURL: urls["notifications"],
 		Brokers: e.kafka.Brokers(), Topic: topic,
 	}
+	// Each process's environment extends these; slices.Clip makes every
+	// append copy, so no two processes share a backing array.
 	common := []string{"KAFKA_BROKERS=" + brokers, "LOG_LEVEL=warn", "CHAOS_ENABLED=true", "CHAOS_TOKEN=" + token}
 
 	apiPort, err := localstack.FreePort()
@@ -74,7 +78,7 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 		return nil, err
 	}
 	d.APIURL = fmt.Sprintf("http://127.0.0.1:%d", apiPort)
-	if d.Orders, err = d.process(name, "orders", nil, append(common,
+	if d.Orders, err = d.process(name, "orders", "orders", nil, append(slices.Clip(common),
 		"DATABASE_URL="+urls["orders"], "ORDERS_TOPIC="+topic, "OUTBOX_MODE="+o.mode,
 		fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", apiPort))); err != nil {
 		return nil, err
@@ -84,27 +88,26 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 		relays = 0
 	}
 	for i := range relays {
-		p, err := d.process(name, fmt.Sprintf("relay-%d", i), []string{"relay"}, append(common,
+		p, err := d.process(name, fmt.Sprintf("relay-%d", i), "orders", []string{"relay"}, append(slices.Clip(common),
 			"DATABASE_URL="+urls["orders"], fmt.Sprintf("RELAY_ID=relay-%d", i),
 			"RELAY_LEASE_TTL="+o.leaseTTL.String(), "RELAY_POLL_INTERVAL=250ms", "RELAY_STATS_INTERVAL=1s"))
 		if err != nil {
 			return nil, err
 		}
-		p.Path = filepath.Join(e.Bin, "orders")
 		d.Relays = append(d.Relays, p)
 	}
 	inbox := "INBOX_ENABLED=" + strconv.FormatBool(o.inboxEnabled)
-	consumer := append(common, "ORDERS_TOPIC="+topic, "DEAD_LETTER_TOPIC="+topic+".dlq", inbox)
+	consumer := append(slices.Clip(common), "ORDERS_TOPIC="+topic, "DEAD_LETTER_TOPIC="+topic+".dlq", inbox)
 	ledgerHTTP, err := localstack.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	if d.Ledger, err = d.process(name, "ledger", nil, append(consumer,
+	if d.Ledger, err = d.process(name, "ledger", "ledger", nil, append(slices.Clip(consumer),
 		"DATABASE_URL="+urls["ledger"], "CONSUMER_GROUP=ledger-"+name,
 		fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", ledgerHTTP))); err != nil {
 		return nil, err
 	}
-	if d.Notifications, err = d.process(name, "notifications", nil, append(consumer,
+	if d.Notifications, err = d.process(name, "notifications", "notifications", nil, append(slices.Clip(consumer),
 		"DATABASE_URL="+urls["notifications"], "CONSUMER_GROUP=notifications-"+name,
 		"SMTP_ADDR="+e.smtp)); err != nil {
 		return nil, err
@@ -125,9 +128,9 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 	return d, nil
 }
 
-// process prepares a supervised process with its own admin port; binary is
-// the process name's first word (relays run the orders binary).
-func (d *Deployment) process(scenario, name string, args, env []string) (*supervise.Process, error) {
+// process prepares a supervised run of binary, named name, with its own
+// admin port.
+func (d *Deployment) process(scenario, name, binary string, args, env []string) (*supervise.Process, error) {
 	port, err := localstack.FreePort()
 	if err != nil {
 		return nil, err
@@ -138,7 +141,7 @@ func (d *Deployment) process(scenario, name string, args, env []string) (*superv
 	}
 	admin := fmt.Sprintf("http://127.0.0.1:%d", port)
 	p := &supervise.Process{
-		Name: name, Path: filepath.Join(d.env.Bin, name), Args: args,
+		Name: name, Path: filepath.Join(d.env.Bin, binary), Args: args,
 		Env:      append(env, fmt.Sprintf("ADMIN_ADDR=127.0.0.1:%d", port)),
 		ReadyURL: admin + "/readyz", Restart: true, Log: log,
 	}
@@ -218,23 +221,7 @@ func (d *Deployment) Metric(ctx context.Context, p *supervise.Process, name stri
 		return 0, err
 	}
 	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return 0, err
-	}
-	var sum float64
-	found := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, name) || (len(line) > len(name) && line[len(name)] != ' ' && line[len(name)] != '{') {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			sum += v
-			found = true
-		}
-	}
+	sum, found := admin.SumSamples(res.Body, name)
 	if !found {
 		return 0, fmt.Errorf("%s: no metric %s", p.Name, name)
 	}

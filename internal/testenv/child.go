@@ -1,17 +1,17 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paylab/paylab/internal/admin"
 )
 
 // Child is the running test binary started again as a service process: the
@@ -88,19 +88,8 @@ func (c *Child) Metric(name string) int {
 		return 0
 	}
 	defer resp.Body.Close()
-	var total float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
-			total += v
-		}
-	}
-	return int(total)
+	sum, _ := admin.SumSamples(resp.Body, name)
+	return int(sum)
 }
 
 // Output is what the child printed so far.

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"net"
 	"testing"
 
 	"github.com/paylab/paylab/internal/localstack"
@@ -60,10 +59,9 @@ func (p *Private) Stop(t testing.TB) {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := localstack.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }

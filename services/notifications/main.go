@@ -39,12 +39,7 @@ func run(ctx context.Context, args []string) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", "notifications")
 	switch {
 	case len(args) == 0 || args[0] == "serve":
-		faults := chaos.Points(FaultAfterMarkBeforeOffsetCommit, receipt.FaultAfterSendBeforeMark)
-		return serve(ctx, cfg, log, func(ctx context.Context, point string) {
-			if err := faults(ctx, point); err != nil {
-				log.WarnContext(ctx, "fault injected", "point", point, "error", err)
-			}
-		})
+		return serve(ctx, cfg, log, chaos.Points(log, FaultAfterMarkBeforeOffsetCommit, receipt.FaultAfterSendBeforeMark))
 	case args[0] == "redrive" && len(args) == 2:
 		return redrive(ctx, cfg, log, args[1])
 	}
