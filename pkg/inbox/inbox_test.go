@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paylab/paylab/internal/testenv"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/pkg/outbox"
 )
@@ -33,7 +34,7 @@ func TestDuplicateDeliveriesHaveOneEffect(t *testing.T) {
 			for range 5 {
 				f.publish(e)
 			}
-			eventually(t, 60*time.Second, "five deliveries", func() bool {
+			testenv.Eventually(t, 60*time.Second, "five deliveries", func() bool {
 				c := r.Counts()
 				return c.Processed+c.Duplicates == 5
 			})
@@ -53,12 +54,12 @@ func TestRefundBeforeCaptureIsHeldUntilTheGapFills(t *testing.T) {
 	r := f.start(f.config())
 	capture, refund1, refund2 := event("ord-2", 1, "OrderCaptured"), event("ord-2", 2, "OrderRefunded"), event("ord-2", 3, "OrderRefunded")
 	f.publish(refund2, refund1)
-	eventually(t, 60*time.Second, "two parked refunds", func() bool { return r.Counts().Parked == 2 })
+	testenv.Eventually(t, 60*time.Second, "two parked refunds", func() bool { return r.Counts().Parked == 2 })
 	if got := f.count("SELECT count(*) FROM effects"); got != 0 {
 		t.Fatalf("%d effects applied before the capture", got)
 	}
 	f.publish(capture)
-	eventually(t, 30*time.Second, "three effects", func() bool { return f.count("SELECT count(*) FROM effects") == 3 })
+	testenv.Eventually(t, 30*time.Second, "three effects", func() bool { return f.count("SELECT count(*) FROM effects") == 3 })
 	rows, err := f.pool.Query(context.Background(), "SELECT sequence FROM effects ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestPoisonMessagesAreDeadLetteredAndThePartitionMoves(t *testing.T) {
 	good := event("ord-6", 1, "OrderCaptured")
 	f.publish(unknown, fails, good)
 
-	eventually(t, 60*time.Second, "the good message after the poison", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the good message after the poison", func() bool {
 		return f.count("SELECT count(*) FROM effects WHERE event_id = $1", good.ID) == 1
 	})
 	dead := f.readDLQ(3)
@@ -118,7 +119,7 @@ func TestPoisonMessagesAreDeadLetteredAndThePartitionMoves(t *testing.T) {
 
 	// A redelivery of a dead-lettered event is a duplicate, not a second dead letter.
 	f.publish(fails)
-	eventually(t, 30*time.Second, "the duplicate", func() bool { return r.Counts().Duplicates == 1 })
+	testenv.Eventually(t, 30*time.Second, "the duplicate", func() bool { return r.Counts().Duplicates == 1 })
 }
 
 func TestRedriveAppliesAFailedEventAndWhatWaitedBehindIt(t *testing.T) {
@@ -136,7 +137,7 @@ func TestRedriveAppliesAFailedEventAndWhatWaitedBehindIt(t *testing.T) {
 	r := f.start(cfg)
 	capture, refund := event("ord-7", 1, "OrderCaptured"), event("ord-7", 2, "OrderRefunded")
 	f.publish(capture, refund)
-	eventually(t, 60*time.Second, "capture dead-lettered, refund parked", func() bool {
+	testenv.Eventually(t, 60*time.Second, "capture dead-lettered, refund parked", func() bool {
 		c := r.Counts()
 		return c.DeadLettered == 1 && c.Parked == 1
 	})
@@ -207,7 +208,7 @@ func TestSweepAppliesParkedEventsLeftBehind(t *testing.T) {
 		}
 	}
 	f.start(f.config())
-	eventually(t, 30*time.Second, "the parked events applied", func() bool { return f.count("SELECT count(*) FROM effects") == 2 })
+	testenv.Eventually(t, 30*time.Second, "the parked events applied", func() bool { return f.count("SELECT count(*) FROM effects") == 2 })
 	if got := f.count("SELECT applied_sequence FROM inbox_sequences WHERE aggregate_id = 'ord-8'"); got != 3 {
 		t.Errorf("applied sequence = %d, want 3", got)
 	}

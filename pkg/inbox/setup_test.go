@@ -135,18 +135,6 @@ func (f *fixture) count(query string, args ...any) int {
 	return n
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // readDLQ reads n messages from the dead-letter topic.
 func (f *fixture) readDLQ(n int) []*sarama.ConsumerMessage {
 	f.t.Helper()

@@ -85,11 +85,11 @@ func testTakeover(t *testing.T, point string, wantDuplicates bool) {
 		ID: "survivor", BatchSize: 50, LeaseTTL: ttl, PollInterval: poll, Registerer: reg, Logger: testLogger(t),
 	})
 	// The events the dead relay did not hold are published at once ...
-	waitFor(t, 10*time.Second, "the unleased events published", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the unleased events published", func() bool {
 		return undispatched(t, ctx, pool) == held
 	})
 	// ... its own once the lease has expired.
-	waitFor(t, ttl+poll+allowance+10*time.Second, "the dead relay's events taken over", func() bool {
+	testenv.Eventually(t, ttl+poll+allowance+10*time.Second, "the dead relay's events taken over", func() bool {
 		return undispatched(t, ctx, pool) == 0
 	})
 	takeover := time.Since(crashed)
@@ -164,7 +164,7 @@ func TestPermanentFailureParksAndBlocksOnlyItsOrder(t *testing.T) {
 		}
 		return
 	}
-	waitFor(t, 30*time.Second, "the other order published and the big event parked", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the other order published and the big event parked", func() bool {
 		d, _, _, _ := state(other)
 		_, p, _, _ := state(big)
 		return d && p
@@ -173,7 +173,7 @@ func TestPermanentFailureParksAndBlocksOnlyItsOrder(t *testing.T) {
 	if attempts != 1 || !strings.Contains(lastErr, "larger") {
 		t.Fatalf("parked event: attempts %d, last error %q", attempts, lastErr)
 	}
-	waitFor(t, 5*time.Second, "the parked gauge", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the parked gauge", func() bool {
 		return metricValue(t, reg, "paylab_outbox_parked") == 1 && metricValue(t, reg, "paylab_outbox_pending") == 1
 	})
 	if d, p, a, _ := state(next); d || p || a != 0 {
@@ -235,7 +235,7 @@ func TestTransientFailuresRetryWithBackoffThenPark(t *testing.T) {
 		MaxAttempts: 4, Registerer: reg,
 	})
 	var lastBackoff float64
-	waitFor(t, 5*time.Second, "a failed attempt recorded with a backoff", func() bool {
+	testenv.Eventually(t, 5*time.Second, "a failed attempt recorded with a backoff", func() bool {
 		var a int
 		err := pool.QueryRow(ctx, `SELECT attempts, COALESCE(EXTRACT(EPOCH FROM leased_until - now()), 0)
 			FROM outbox WHERE event_id = $1 AND lease_owner IS NULL AND last_error IS NOT NULL AND dispatched_at IS NULL`,
@@ -253,7 +253,7 @@ func TestTransientFailuresRetryWithBackoffThenPark(t *testing.T) {
 		}
 		return
 	}
-	waitFor(t, 20*time.Second, "the recovering event dispatched and the hopeless one parked", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the recovering event dispatched and the hopeless one parked", func() bool {
 		d, _, _, _ := row(recovers)
 		_, p, _, _ := row(hopeless)
 		return d && p

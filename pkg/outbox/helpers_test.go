@@ -105,18 +105,6 @@ func startRelay(t testing.TB, pool *pgxpool.Pool, pub outbox.Publisher, cfg outb
 	return r
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func queryInt(t testing.TB, ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) int64 {
 	t.Helper()
 	var n int64

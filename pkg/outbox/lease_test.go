@@ -47,7 +47,7 @@ func TestLeaseIsRespectedUntilItExpires(t *testing.T) {
 		res, err := a.RunBatch(ctx)
 		aDone <- result{res, err}
 	}()
-	waitFor(t, 10*time.Second, "A's lease", func() bool {
+	testenv.Eventually(t, 10*time.Second, "A's lease", func() bool {
 		return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'A' AND leased_until > now()") == 5
 	})
 
@@ -95,7 +95,7 @@ func TestOnlyTheOldestUndispatchedEventOfAnOrderIsClaimable(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { defer close(aDone); _, _ = a.RunBatch(ctx) }()
-	waitFor(t, 10*time.Second, "A's claim", func() bool {
+	testenv.Eventually(t, 10*time.Second, "A's claim", func() bool {
 		return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'A'") > 0
 	})
 	claimed := queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'A'")

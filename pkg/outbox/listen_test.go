@@ -26,21 +26,21 @@ func TestNotifyWakesTheRelayAndTheListenerReconnects(t *testing.T) {
 		return queryInt(t, ctx, pool, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND application_name = 'paylab-outbox-listener'`)
 	}
-	waitFor(t, 10*time.Second, "the listener connected", func() bool { return listeners() == 1 })
+	testenv.Eventually(t, 10*time.Second, "the listener connected", func() bool { return listeners() == 1 })
 	// An event committed before the LISTEN took effect is still found: the
 	// listener wakes the relay once after every LISTEN.
 	enqueue(t, ctx, pool, event(topic, "order-1", 1))
-	waitFor(t, 10*time.Second, "the event published on NOTIFY", func() bool { return undispatched(t, ctx, pool) == 0 })
+	testenv.Eventually(t, 10*time.Second, "the event published on NOTIFY", func() bool { return undispatched(t, ctx, pool) == 0 })
 
 	if n := queryInt(t, ctx, pool, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE datname = current_database() AND application_name = 'paylab-outbox-listener'`); n != 1 {
 		t.Fatalf("terminated %d listener connections, want 1", n)
 	}
-	waitFor(t, 10*time.Second, "the listener reconnected", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the listener reconnected", func() bool {
 		return metricValue(t, reg, "paylab_outbox_listener_reconnects_total") == 1 && listeners() == 1
 	})
 	enqueue(t, ctx, pool, event(topic, "order-2", 1))
-	waitFor(t, 10*time.Second, "the event published on NOTIFY after the reconnect", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the event published on NOTIFY after the reconnect", func() bool {
 		return undispatched(t, ctx, pool) == 0
 	})
 }

@@ -86,7 +86,7 @@ func TestMeasureCommitToKafkaLatency(t *testing.T) {
 	cctx, stopConsuming := context.WithCancel(ctx)
 	for p := range int32(6) {
 		var pc sarama.PartitionConsumer
-		waitFor(t, 10*time.Second, "the new topic consumable", func() bool {
+		testenv.Eventually(t, 10*time.Second, "the new topic consumable", func() bool {
 			pc, err = consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
 			return err == nil
 		})
@@ -147,7 +147,7 @@ func TestMeasureCommitToKafkaLatency(t *testing.T) {
 	close(ticks)
 	writers.Wait()
 	achieved := float64(n) / time.Since(begin).Seconds()
-	waitFor(t, time.Minute, "every event received", func() bool {
+	testenv.Eventually(t, time.Minute, "every event received", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(received) >= len(committed)

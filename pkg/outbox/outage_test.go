@@ -46,21 +46,21 @@ func TestKafkaOutageBacklogGrowsThenDrains(t *testing.T) {
 		all = append(all, batch...)
 	}
 	commit(0, 50)
-	waitFor(t, 30*time.Second, "the first events published", func() bool { return undispatched(t, ctx, pool) == 0 })
+	testenv.Eventually(t, 30*time.Second, "the first events published", func() bool { return undispatched(t, ctx, pool) == 0 })
 
 	k.Stop(t)
 	for i := range 10 { // orders keep committing
 		commit(100+10*i, 10)
 	}
-	waitFor(t, 20*time.Second, "the backlog visible in the gauges", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the backlog visible in the gauges", func() bool {
 		return metricValue(t, reg, "paylab_outbox_pending") == 100 &&
 			metricValue(t, reg, "paylab_outbox_oldest_pending_age_seconds") > 1
 	})
 	age := metricValue(t, reg, "paylab_outbox_oldest_pending_age_seconds")
-	waitFor(t, 20*time.Second, "the oldest pending age growing", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the oldest pending age growing", func() bool {
 		return metricValue(t, reg, "paylab_outbox_oldest_pending_age_seconds") > age+1
 	})
-	waitFor(t, 30*time.Second, "publish attempts failing", func() bool {
+	testenv.Eventually(t, 30*time.Second, "publish attempts failing", func() bool {
 		return metricValue(t, reg, "paylab_outbox_publish_errors_total", "kind", "transient") > 0
 	})
 	if n := undispatched(t, ctx, pool); n != 100 {
@@ -71,8 +71,8 @@ func TestKafkaOutageBacklogGrowsThenDrains(t *testing.T) {
 	}
 
 	k.Start(t)
-	waitFor(t, 2*time.Minute, "the backlog drained", func() bool { return undispatched(t, ctx, pool) == 0 })
-	waitFor(t, 10*time.Second, "the gauges back to zero", func() bool {
+	testenv.Eventually(t, 2*time.Minute, "the backlog drained", func() bool { return undispatched(t, ctx, pool) == 0 })
+	testenv.Eventually(t, 10*time.Second, "the gauges back to zero", func() bool {
 		return metricValue(t, reg, "paylab_outbox_pending") == 0 &&
 			metricValue(t, reg, "paylab_outbox_oldest_pending_age_seconds") == 0
 	})

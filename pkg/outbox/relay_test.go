@@ -182,7 +182,7 @@ func TestLateCommitIsPublishedWhereAnIDCursorSkipsIt(t *testing.T) {
 	dispatched := func(e outbox.Event) bool {
 		return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE event_id = $1 AND dispatched_at IS NOT NULL", e.ID) == 1
 	}
-	waitFor(t, 10*time.Second, "the early event published", func() bool { return dispatched(early) })
+	testenv.Eventually(t, 10*time.Second, "the early event published", func() bool { return dispatched(early) })
 	if first := naiveRead(); !first[early.ID.String()] || len(first) != 1 {
 		t.Fatalf("naive reader read %v, want only the early event", first)
 	}
@@ -196,7 +196,7 @@ func TestLateCommitIsPublishedWhereAnIDCursorSkipsIt(t *testing.T) {
 		t.Fatalf("late event id %d is not lower than the early one %d: the test shows nothing", lateID, earlyID)
 	}
 
-	waitFor(t, 10*time.Second, "the late event published by the relay", func() bool { return dispatched(late) })
+	testenv.Eventually(t, 10*time.Second, "the late event published by the relay", func() bool { return dispatched(late) })
 	onTopic := consumeAll(t, testenv.Brokers(), topic, 2, 2, 30*time.Second)
 	if len(onTopic[0]) < 2 {
 		t.Fatalf("topic holds %v, want both events", onTopic[0])

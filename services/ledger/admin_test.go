@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paylab/paylab/internal/testenv"
 )
 
 func TestAdminListener(t *testing.T) {
@@ -24,12 +26,12 @@ func TestAdminListener(t *testing.T) {
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
 	}
-	eventually(t, 60*time.Second, "/readyz to answer 200 (database up, group joined)", func() bool {
+	testenv.Eventually(t, 60*time.Second, "/readyz to answer 200 (database up, group joined)", func() bool {
 		code, _ := get("/readyz")
 		return code == http.StatusOK
 	})
-	f.publish(captured("ord-m", "cus_m", "mer_m", 10, "EUR"))
-	eventually(t, 30*time.Second, "the event processed", func() bool {
+	f.publish(testenv.OrderCaptured("ord-m", "cus_m", "mer_m", 10, "EUR"))
+	testenv.Eventually(t, 30*time.Second, "the event processed", func() bool {
 		_, body := get("/metrics")
 		return strings.Contains(body, `paylab_inbox_processed_total{type="OrderCaptured"} 1`)
 	})

@@ -27,7 +27,7 @@ func TestCrashAfterApplyBeforeOffsetCommit(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, 3)
 			cfg := f.config(tc.inboxEnabled)
-			e := captured("ord-crash", "cus_9", "mer_9", 4200, "EUR")
+			e := testenv.OrderCaptured("ord-crash", "cus_9", "mer_9", 4200, "EUR")
 			f.publish(e)
 
 			first := startChild(t, cfg, ledger.FaultAfterApplyBeforeOffsetCommit)
@@ -39,7 +39,7 @@ func TestCrashAfterApplyBeforeOffsetCommit(t *testing.T) {
 			}
 
 			second := startChild(t, cfg, "")
-			eventually(t, 60*time.Second, "the redelivery", func() bool {
+			testenv.Eventually(t, 60*time.Second, "the redelivery", func() bool {
 				return second.Metric("paylab_inbox_processed_total")+second.Metric("paylab_inbox_duplicates_total") >= 1
 			})
 			if got := f.count("SELECT count(*) FROM journal_entries WHERE event_id = $1", e.ID); got != tc.wantEntries {

@@ -27,11 +27,11 @@ func TestSameEventPublishedFiveTimes(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, 3)
 			a, api := f.start(f.config(tc.inboxEnabled))
-			e := captured("ord-dup", "cus_1", "mer_1", 1999, "EUR")
+			e := testenv.OrderCaptured("ord-dup", "cus_1", "mer_1", 1999, "EUR")
 			for range 5 {
 				f.publish(e)
 			}
-			eventually(t, 60*time.Second, "five deliveries", func() bool {
+			testenv.Eventually(t, 60*time.Second, "five deliveries", func() bool {
 				c := a.runner.Counts()
 				return c.Processed+c.Duplicates == 5
 			})
@@ -56,16 +56,16 @@ func TestRefundPublishedBeforeItsCaptureIsAppliedAfterIt(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 3)
 	a, api := f.start(f.config(true))
-	capture := captured("ord-early-refund", "cus_2", "mer_2", 5000, "USD")
-	refund := refunded("ord-early-refund", 2, 1200, "USD")
+	capture := testenv.OrderCaptured("ord-early-refund", "cus_2", "mer_2", 5000, "USD")
+	refund := testenv.OrderRefunded("ord-early-refund", 2, 1200, "USD")
 
 	f.publish(refund)
-	eventually(t, 60*time.Second, "the refund parked", func() bool { return a.runner.Counts().Parked == 1 })
+	testenv.Eventually(t, 60*time.Second, "the refund parked", func() bool { return a.runner.Counts().Parked == 1 })
 	if got := f.count("SELECT count(*) FROM journal_entries"); got != 0 {
 		t.Fatalf("%d entries before the capture arrived", got)
 	}
 	f.publish(capture)
-	eventually(t, 30*time.Second, "both entries", func() bool { return f.count("SELECT count(*) FROM journal_entries") == 2 })
+	testenv.Eventually(t, 30*time.Second, "both entries", func() bool { return f.count("SELECT count(*) FROM journal_entries") == 2 })
 
 	var entries ledgerhttp.Entries
 	if code := getJSON(t, api+"/v1/orders/ord-early-refund/entries", &entries); code != 200 {
@@ -102,11 +102,11 @@ func TestPoisonMessageIsDeadLetteredAndTheNextOneProcessed(t *testing.T) {
 	if _, _, err := f.prod.SendMessage(poison); err != nil {
 		t.Fatal(err)
 	}
-	badCurrency := captured("ord-bad", "cus_3", "mer_3", 100, "eur")
-	next := captured("ord-next", "cus_3", "mer_3", 700, "EUR")
+	badCurrency := testenv.OrderCaptured("ord-bad", "cus_3", "mer_3", 100, "eur")
+	next := testenv.OrderCaptured("ord-next", "cus_3", "mer_3", 700, "EUR")
 	f.publish(badCurrency, next)
 
-	eventually(t, 60*time.Second, "the next message processed", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the next message processed", func() bool {
 		return f.count("SELECT count(*) FROM journal_entries WHERE event_id = $1", next.ID) == 1
 	})
 	dead := readPartition(t, f.dlq, 2)

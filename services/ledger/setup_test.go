@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
@@ -154,29 +153,6 @@ func (f *fixture) checkInvariant() {
 	}
 }
 
-func captured(orderID, customer, merchant string, amount int64, currency string) *outbox.Event {
-	return orderEvent(orderID, 1, "OrderCaptured", map[string]any{
-		"order_id": orderID, "customer_id": customer, "merchant_id": merchant,
-		"amount": amount, "currency": currency, "captured_at": time.Now().UTC(),
-	})
-}
-
-func refunded(orderID string, seq, amount int64, currency string) *outbox.Event {
-	return orderEvent(orderID, seq, "OrderRefunded", map[string]any{
-		"order_id": orderID, "refund_id": uuid.NewString(), "amount": amount, "currency": currency,
-		"refunded_at": time.Now().UTC(),
-	})
-}
-
-func orderEvent(orderID string, seq int64, typ string, data map[string]any) *outbox.Event {
-	data["schema_version"], data["sequence"] = 1, seq
-	payload, _ := json.Marshal(data)
-	return &outbox.Event{
-		ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: orderID, Type: typ,
-		SchemaVersion: 1, Sequence: seq, Payload: payload, OccurredAt: time.Now(),
-	}
-}
-
 // publish sends events exactly as the relay does.
 func (f *fixture) publish(events ...*outbox.Event) {
 	f.t.Helper()
@@ -195,17 +171,6 @@ func (f *fixture) count(query string, args ...any) int {
 		f.t.Fatal(err)
 	}
 	return n
-}
-
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
 }
 
 func getJSON(t *testing.T, url string, v any) int {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/paylab/paylab/internal/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
@@ -44,7 +45,7 @@ func TestThroughput(t *testing.T) {
 				if tc.dupEvery > 0 && i%tc.dupEvery == tc.dupEvery-1 {
 					e = sent[(i*7919)%len(sent)] // an earlier event, again
 				} else {
-					e = captured(fmt.Sprintf("ord-%d", i), fmt.Sprintf("cus_%d", i%1000), fmt.Sprintf("mer_%d", i%50), 100+int64(i%900), "EUR")
+					e = testenv.OrderCaptured(fmt.Sprintf("ord-%d", i), fmt.Sprintf("cus_%d", i%1000), fmt.Sprintf("mer_%d", i%50), 100+int64(i%900), "EUR")
 					sent = append(sent, e)
 				}
 				batch = append(batch, e)
@@ -60,7 +61,7 @@ func TestThroughput(t *testing.T) {
 			cfg.InboxBatchSize = tc.batch
 			a, _ := f.start(cfg)
 			var first time.Time
-			eventually(t, 30*time.Minute, "the topic drained", func() bool {
+			testenv.Eventually(t, 30*time.Minute, "the topic drained", func() bool {
 				c := a.runner.Counts()
 				if first.IsZero() && c.Processed > 0 {
 					first = time.Now()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paylab/paylab/internal/testenv"
 	"github.com/paylab/paylab/services/notifications/internal/receipt"
 )
 
@@ -30,7 +31,7 @@ func TestSameEventPublishedFiveTimes(t *testing.T) {
 			for range 5 {
 				f.publish(e)
 			}
-			eventually(t, 60*time.Second, "five deliveries", func() bool {
+			testenv.Eventually(t, 60*time.Second, "five deliveries", func() bool {
 				c := a.runner.Counts()
 				return c.Processed+c.Duplicates == 5
 			})
@@ -62,14 +63,14 @@ func TestRefundReceiptWaitsForTheCaptureReceipt(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	a := f.start(f.config(true))
-	capture, refund := captured("ord-r", "cus_7", 5000, "JPY"), refunded("ord-r", 2, 1200, "JPY")
+	capture, refund := captured("ord-r", "cus_7", 5000, "JPY"), testenv.OrderRefunded("ord-r", 2, 1200, "JPY")
 	f.publish(refund)
-	eventually(t, 60*time.Second, "the refund parked", func() bool { return a.runner.Counts().Parked == 1 })
+	testenv.Eventually(t, 60*time.Second, "the refund parked", func() bool { return a.runner.Counts().Parked == 1 })
 	if n := len(f.mailpit.Messages(t)); n != 0 {
 		t.Fatalf("%d emails sent before the capture", n)
 	}
 	f.publish(capture)
-	eventually(t, 30*time.Second, "two receipts", func() bool { return len(f.mailpit.Messages(t)) == 2 })
+	testenv.Eventually(t, 30*time.Second, "two receipts", func() bool { return len(f.mailpit.Messages(t)) == 2 })
 	if got := f.count(`SELECT count(*) FROM notifications a JOIN notifications b ON a.order_id = b.order_id
 		WHERE a.kind = 'capture_receipt' AND b.kind = 'refund_receipt' AND a.id < b.id`); got != 1 {
 		t.Error("the refund receipt was not recorded after the capture receipt")
@@ -104,7 +105,7 @@ func TestCrashAfterMarkBeforeOffsetCommit(t *testing.T) {
 				t.Fatalf("exit code %d, want the crash code %d\n%s", code, crashCode, first.Output())
 			}
 			second := startChild(t, cfg, "")
-			eventually(t, 60*time.Second, "the redelivery", func() bool {
+			testenv.Eventually(t, 60*time.Second, "the redelivery", func() bool {
 				return second.Metric("paylab_inbox_processed_total")+second.Metric("paylab_inbox_duplicates_total") >= 1
 			})
 			if got := len(f.mailsFor(e)); got != tc.wantMails {
@@ -137,7 +138,7 @@ func TestCrashAfterSendBeforeMarkSendsTwiceWithOneMessageID(t *testing.T) {
 		t.Fatalf("%d rows recorded although the crash came before the commit", got)
 	}
 	second := startChild(t, cfg, "")
-	eventually(t, 60*time.Second, "the receipt recorded", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the receipt recorded", func() bool {
 		return f.count("SELECT count(*) FROM notifications WHERE event_id = $1", e.ID) == 1
 	})
 	mails := f.mailsFor(e)
@@ -188,7 +189,7 @@ func TestUnreachableSMTPServerDeadLettersThenRedriveSends(t *testing.T) {
 	a := f.start(down)
 	e := captured("ord-down", "cus_4", 800, "EUR")
 	f.publish(e)
-	eventually(t, 60*time.Second, "the receipt dead-lettered", func() bool { return a.runner.Counts().DeadLettered == 1 })
+	testenv.Eventually(t, 60*time.Second, "the receipt dead-lettered", func() bool { return a.runner.Counts().DeadLettered == 1 })
 	if got := f.count("SELECT count(*) FROM inbox WHERE event_id = $1 AND status = 'failed' AND attempts = 3", e.ID); got != 1 {
 		t.Fatal("the event is not failed after 3 attempts")
 	}
