@@ -265,3 +265,16 @@ func TestChaosControls(t *testing.T) {
 		t.Fatalf("retry = %d %s, want 201", status, body)
 	}
 }
+
+// With the database unreachable a payment is refused cleanly — 503
+// database_unavailable, to be retried with the same key — never a 500.
+func TestPaymentWithDatabaseUnreachable(t *testing.T) {
+	t.Parallel()
+	p := start(t, "outbox", func(c *config.API) {
+		c.DatabaseURL = "postgres://orders:orders@" + closedPort(t) + "/orders?sslmode=disable&connect_timeout=2"
+	})
+	status, body := pay(t, p)
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "database_unavailable") {
+		t.Fatalf("payment = %d %s, want 503 database_unavailable", status, body)
+	}
+}
