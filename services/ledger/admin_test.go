@@ -30,7 +30,7 @@ func TestAdminListener(t *testing.T) {
 		code, _ := get("/readyz")
 		return code == http.StatusOK
 	})
-	f.publish(testenv.OrderCaptured("ord-m", "cus_m", "mer_m", 10, "EUR"))
+	f.Publish(testenv.OrderCaptured("ord-m", "cus_m", "mer_m", 10, "EUR"))
 	testenv.Eventually(t, 30*time.Second, "the event processed", func() bool {
 		_, body := get("/metrics")
 		return strings.Contains(body, `paylab_inbox_processed_total{type="OrderCaptured"} 1`)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strconv"
 	"testing"
 	"time"
 
@@ -28,13 +27,13 @@ func TestCrashAfterApplyBeforeOffsetCommit(t *testing.T) {
 			f := newFixture(t, 3)
 			cfg := f.config(tc.inboxEnabled)
 			e := testenv.OrderCaptured("ord-crash", "cus_9", "mer_9", 4200, "EUR")
-			f.publish(e)
+			f.Publish(e)
 
 			first := startChild(t, cfg, ledger.FaultAfterApplyBeforeOffsetCommit)
-			if code := first.Wait(t, 60*time.Second); code != crashCode {
-				t.Fatalf("the ledger exited with %d, want the crash code %d\n%s", code, crashCode, first.Output())
+			if code := first.Wait(t, 60*time.Second); code != testenv.CrashCode {
+				t.Fatalf("the ledger exited with %d, want the crash code %d\n%s", code, testenv.CrashCode, first.Output())
 			}
-			if got := f.count("SELECT count(*) FROM journal_entries WHERE event_id = $1", e.ID); got != 1 {
+			if got := f.Count("SELECT count(*) FROM journal_entries WHERE event_id = $1", e.ID); got != 1 {
 				t.Fatalf("entries at the crash = %d, want 1 (the transaction committed)", got)
 			}
 
@@ -42,7 +41,7 @@ func TestCrashAfterApplyBeforeOffsetCommit(t *testing.T) {
 			testenv.Eventually(t, 60*time.Second, "the redelivery", func() bool {
 				return second.Metric("paylab_inbox_processed_total")+second.Metric("paylab_inbox_duplicates_total") >= 1
 			})
-			if got := f.count("SELECT count(*) FROM journal_entries WHERE event_id = $1", e.ID); got != tc.wantEntries {
+			if got := f.Count("SELECT count(*) FROM journal_entries WHERE event_id = $1", e.ID); got != tc.wantEntries {
 				t.Errorf("entries after the restart = %d, want %d", got, tc.wantEntries)
 			}
 			wantDups := 0
@@ -60,10 +59,5 @@ func TestCrashAfterApplyBeforeOffsetCommit(t *testing.T) {
 // startChild runs this test binary as a ledger process (see TestMain).
 func startChild(t *testing.T, cfg config, crashAt string) *testenv.Child {
 	t.Helper()
-	return testenv.StartChild(t, "ledger",
-		childEnv+"=1", crashAtEnv+"="+crashAt,
-		"DATABASE_URL="+cfg.DatabaseURL, "KAFKA_BROKERS="+cfg.KafkaBrokers,
-		"ORDERS_TOPIC="+cfg.OrdersTopic, "DEAD_LETTER_TOPIC="+cfg.DeadLetterTopic,
-		"CONSUMER_GROUP="+cfg.ConsumerGroup, "HTTP_ADDR=127.0.0.1:0",
-		"INBOX_ENABLED="+strconv.FormatBool(cfg.InboxEnabled))
+	return testenv.StartConsumerChild(t, "ledger", cfg.Config, crashAt, "HTTP_ADDR=127.0.0.1:0")
 }

@@ -29,16 +29,16 @@ func TestSameEventPublishedFiveTimes(t *testing.T) {
 			a, api := f.start(f.config(tc.inboxEnabled))
 			e := testenv.OrderCaptured("ord-dup", "cus_1", "mer_1", 1999, "EUR")
 			for range 5 {
-				f.publish(e)
+				f.Publish(e)
 			}
 			testenv.Eventually(t, 60*time.Second, "five deliveries", func() bool {
-				c := a.runner.Counts()
+				c := a.Runner.Counts()
 				return c.Processed+c.Duplicates == 5
 			})
-			if got := f.count("SELECT count(*) FROM journal_entries WHERE event_id = $1", e.ID); got != tc.wantEntries {
+			if got := f.Count("SELECT count(*) FROM journal_entries WHERE event_id = $1", e.ID); got != tc.wantEntries {
 				t.Errorf("journal entries = %d, want %d", got, tc.wantEntries)
 			}
-			if got := a.runner.Counts().Duplicates; got != tc.wantDups {
+			if got := a.Runner.Counts().Duplicates; got != tc.wantDups {
 				t.Errorf("duplicates counted = %d, want %d", got, tc.wantDups)
 			}
 			var acc ledgerhttp.Account
@@ -59,13 +59,13 @@ func TestRefundPublishedBeforeItsCaptureIsAppliedAfterIt(t *testing.T) {
 	capture := testenv.OrderCaptured("ord-early-refund", "cus_2", "mer_2", 5000, "USD")
 	refund := testenv.OrderRefunded("ord-early-refund", 2, 1200, "USD")
 
-	f.publish(refund)
-	testenv.Eventually(t, 60*time.Second, "the refund parked", func() bool { return a.runner.Counts().Parked == 1 })
-	if got := f.count("SELECT count(*) FROM journal_entries"); got != 0 {
+	f.Publish(refund)
+	testenv.Eventually(t, 60*time.Second, "the refund parked", func() bool { return a.Runner.Counts().Parked == 1 })
+	if got := f.Count("SELECT count(*) FROM journal_entries"); got != 0 {
 		t.Fatalf("%d entries before the capture arrived", got)
 	}
-	f.publish(capture)
-	testenv.Eventually(t, 30*time.Second, "both entries", func() bool { return f.count("SELECT count(*) FROM journal_entries") == 2 })
+	f.Publish(capture)
+	testenv.Eventually(t, 30*time.Second, "both entries", func() bool { return f.Count("SELECT count(*) FROM journal_entries") == 2 })
 
 	var entries ledgerhttp.Entries
 	if code := getJSON(t, api+"/v1/orders/ord-early-refund/entries", &entries); code != 200 {
@@ -98,42 +98,42 @@ func TestPoisonMessageIsDeadLetteredAndTheNextOneProcessed(t *testing.T) {
 	cfg := f.config(true)
 	a, _ := f.start(cfg)
 
-	poison := &sarama.ProducerMessage{Topic: f.topic, Key: sarama.StringEncoder("ord-poison"), Value: sarama.StringEncoder("{not json")}
-	if _, _, err := f.prod.SendMessage(poison); err != nil {
+	poison := &sarama.ProducerMessage{Topic: f.Topic, Key: sarama.StringEncoder("ord-poison"), Value: sarama.StringEncoder("{not json")}
+	if _, _, err := f.Prod.SendMessage(poison); err != nil {
 		t.Fatal(err)
 	}
 	badCurrency := testenv.OrderCaptured("ord-bad", "cus_3", "mer_3", 100, "eur")
 	next := testenv.OrderCaptured("ord-next", "cus_3", "mer_3", 700, "EUR")
-	f.publish(badCurrency, next)
+	f.Publish(badCurrency, next)
 
 	testenv.Eventually(t, 60*time.Second, "the next message processed", func() bool {
-		return f.count("SELECT count(*) FROM journal_entries WHERE event_id = $1", next.ID) == 1
+		return f.Count("SELECT count(*) FROM journal_entries WHERE event_id = $1", next.ID) == 1
 	})
-	dead := readPartition(t, f.dlq, 2)
+	dead := readPartition(t, f.DLQ, 2)
 	for i, want := range []string{inbox.ReasonUndecodable, inbox.ReasonRejected} {
 		if got := header(dead[i], inbox.HeaderDLQReason); got != want {
 			t.Errorf("dead letter %d: reason %q, want %q", i, got, want)
 		}
-		if header(dead[i], inbox.HeaderDLQOriginalTopic) != f.topic || header(dead[i], inbox.HeaderDLQOriginalPartition) != "0" {
+		if header(dead[i], inbox.HeaderDLQOriginalTopic) != f.Topic || header(dead[i], inbox.HeaderDLQOriginalPartition) != "0" {
 			t.Errorf("dead letter %d lacks its origin: %v", i, dead[i].Headers)
 		}
 	}
-	if got := f.count("SELECT count(*) FROM inbox WHERE event_id = $1 AND status = 'failed'", badCurrency.ID); got != 1 {
+	if got := f.Count("SELECT count(*) FROM inbox WHERE event_id = $1 AND status = 'failed'", badCurrency.ID); got != 1 {
 		t.Error("the rejected event is not failed in the inbox")
 	}
-	if c := a.runner.Counts(); c.DeadLettered != 2 {
+	if c := a.Runner.Counts(); c.DeadLettered != 2 {
 		t.Errorf("dead-lettered = %d, want 2", c.DeadLettered)
 	}
 
 	// The operator repairs the payload and re-drives the event.
-	if _, err := f.pool.Exec(context.Background(),
+	if _, err := f.Pool.Exec(context.Background(),
 		`UPDATE inbox SET payload = jsonb_set(payload, '{currency}', '"EUR"') WHERE event_id = $1`, badCurrency.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := redrive(context.Background(), cfg, a.log, badCurrency.ID.String()); err != nil {
+	if err := redrive(context.Background(), cfg, a.Log, badCurrency.ID.String()); err != nil {
 		t.Fatalf("redrive: %v", err)
 	}
-	if got := f.count("SELECT count(*) FROM journal_entries WHERE event_id = $1", badCurrency.ID); got != 1 {
+	if got := f.Count("SELECT count(*) FROM journal_entries WHERE event_id = $1", badCurrency.ID); got != 1 {
 		t.Errorf("entries after the re-drive = %d, want 1", got)
 	}
 }

@@ -4,39 +4,30 @@
 //	ledger                    consume and serve (same as "ledger serve")
 //	ledger redrive <event-id> re-process an event the inbox marked failed
 //
-// Configuration comes from environment variables (see config.go).
+// Configuration comes from environment variables (see config.go and
+// internal/consumersvc).
 package main
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/consumersvc"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/services/ledger/internal/ledger"
+	"github.com/paylab/paylab/services/ledger/internal/ledgerhttp"
 )
 
-func main() {
-	ctx, stop := signalContext()
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "ledger:", err)
-		os.Exit(1)
-	}
-}
+func main() { consumersvc.Main("ledger", run) }
 
 func run(ctx context.Context, args []string) error {
 	cfg, err := loadConfig()
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", "ledger")
+	log := consumersvc.Logger("ledger", cfg.LogLevel)
 	switch {
 	case len(args) == 0 || args[0] == "serve":
 		return serve(ctx, cfg, log, chaos.Points(log, ledger.FaultAfterApplyBeforeOffsetCommit))
@@ -46,21 +37,29 @@ func run(ctx context.Context, args []string) error {
 	return errors.New("usage: ledger [serve] | ledger redrive <event-id>")
 }
 
-// redrive re-processes one failed event (an operator command).
-func redrive(ctx context.Context, cfg config, log *slog.Logger, arg string) error {
-	id, err := uuid.Parse(arg)
+// redrive re-processes one event the inbox marked failed (an operator
+// command).
+func redrive(ctx context.Context, cfg config, log *slog.Logger, eventID string) error {
+	return consumersvc.Redrive(ctx, cfg.DatabaseURL, log, ledger.Handlers(), eventID)
+}
+
+// open builds the ledger's consumer: the journal handlers behind the inbox.
+func open(ctx context.Context, cfg config, log *slog.Logger, fault consumersvc.FaultFunc) (*consumersvc.Service, error) {
+	return consumersvc.Open(ctx, cfg.Config, log, consumersvc.Spec{
+		Name:             "ledger",
+		Inbox:            inbox.Config{Handlers: ledger.Handlers(), BatchSize: cfg.InboxBatchSize},
+		Fault:            fault,
+		AfterCommitPoint: ledger.FaultAfterApplyBeforeOffsetCommit,
+	})
+}
+
+// serve consumes and serves the read API and the admin listener until ctx
+// ends.
+func serve(ctx context.Context, cfg config, log *slog.Logger, fault consumersvc.FaultFunc) error {
+	s, err := open(ctx, cfg, log, fault)
 	if err != nil {
-		return fmt.Errorf("event id %q: %w", arg, err)
+		return err
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("opening the database: %w", err)
-	}
-	defer pool.Close()
-	outcome, err := inbox.Redrive(ctx, pool, inbox.Config{Handlers: ledger.Handlers(), Logger: log}, id)
-	if err != nil {
-		return fmt.Errorf("re-driving %s: %w", id, err)
-	}
-	fmt.Printf("event %s: %s\n", id, outcome)
-	return nil
+	defer s.Close()
+	return s.Serve(ctx, consumersvc.Listener{Var: "HTTP_ADDR", Addr: cfg.HTTPAddr, Handler: ledgerhttp.Routes(s.Pool, log)})
 }

@@ -62,14 +62,14 @@ func TestThroughput(t *testing.T) {
 			a, _ := f.start(cfg)
 			var first time.Time
 			testenv.Eventually(t, 30*time.Minute, "the topic drained", func() bool {
-				c := a.runner.Counts()
+				c := a.Runner.Counts()
 				if first.IsZero() && c.Processed > 0 {
 					first = time.Now()
 				}
 				return c.Processed+c.Duplicates+c.DeadLettered >= total
 			})
 			elapsed, consuming := time.Since(start), time.Since(first)
-			c := a.runner.Counts()
+			c := a.Runner.Counts()
 			t.Logf("%s: %d messages (%d unique, %d duplicates skipped) in %s: %.0f messages/s; %.0f messages/s after the first commit (group join excluded)",
 				tc.name, total, unique, c.Duplicates, elapsed.Round(time.Millisecond),
 				float64(total)/elapsed.Seconds(), float64(total)/consuming.Seconds())
@@ -80,7 +80,7 @@ func TestThroughput(t *testing.T) {
 			if c.DeadLettered != 0 {
 				t.Errorf("%d events dead-lettered", c.DeadLettered)
 			}
-			if got := f.count("SELECT count(*) FROM journal_entries"); got != wantEntries {
+			if got := f.Count("SELECT count(*) FROM journal_entries"); got != wantEntries {
 				t.Errorf("journal entries = %d, want %d", got, wantEntries)
 			}
 		})
@@ -90,13 +90,13 @@ func TestThroughput(t *testing.T) {
 // publishBatch sends events as the relay does, in one produce request per
 // batch.
 func (f *fixture) publishBatch(events []*outbox.Event) {
-	f.t.Helper()
+	f.T.Helper()
 	msgs := make([]*sarama.ProducerMessage, 0, len(events))
 	for _, e := range events {
-		e.Topic = f.topic
+		e.Topic = f.Topic
 		msgs = append(msgs, e.ProducerMessage("/paylab/orders"))
 	}
-	if err := f.prod.SendMessages(msgs); err != nil {
-		f.t.Fatal(err)
+	if err := f.Prod.SendMessages(msgs); err != nil {
+		f.T.Fatal(err)
 	}
 }

@@ -2,45 +2,27 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
 	"net/mail"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
-	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/consumersvc"
 )
 
 // config is the notifications service's configuration, from environment
-// variables.
+// variables: the settings every consumer has, and the SMTP ones.
 type config struct {
-	DatabaseURL     string `env:"DATABASE_URL" envDefault:"postgres://notifications:notifications@127.0.0.1:55432/notifications?sslmode=disable"`
-	KafkaBrokers    string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
-	OrdersTopic     string `env:"ORDERS_TOPIC" envDefault:"order-events"`
-	DeadLetterTopic string `env:"DEAD_LETTER_TOPIC" envDefault:"order-events.dlq"`
-	ConsumerGroup   string `env:"CONSUMER_GROUP" envDefault:"notifications"`
-	AdminAddr       string `env:"ADMIN_ADDR" envDefault:"127.0.0.1:9083"`
-	SMTPAddr        string `env:"SMTP_ADDR" envDefault:"127.0.0.1:1025"`
+	consumersvc.Config
+	SMTPAddr string `env:"SMTP_ADDR" envDefault:"127.0.0.1:1025"`
 	// SMTPTimeout bounds one whole SMTP conversation.
 	SMTPTimeout time.Duration `env:"SMTP_TIMEOUT" envDefault:"10s"`
 	MailFrom    string        `env:"MAIL_FROM" envDefault:"receipts@paylab.local"`
-	// InboxEnabled=false turns dedupe and ordering off: a demonstration of
-	// what the inbox prevents, never for production.
-	InboxEnabled     bool          `env:"INBOX_ENABLED" envDefault:"true"`
-	InboxRetention   time.Duration `env:"INBOX_RETENTION" envDefault:"168h"`
-	InboxMaxAttempts int           `env:"INBOX_MAX_ATTEMPTS" envDefault:"5"`
-	LogLevel         slog.Level    `env:"LOG_LEVEL" envDefault:"info"`
-	// ChaosEnabled mounts the fault-injection controls (/chaos/…) on the
-	// admin listener, guarded by the bearer token ChaosToken.
-	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
-	ChaosToken   string `env:"CHAOS_TOKEN"`
 }
 
 func loadConfig() (config, error) {
-	cfg, err := env.ParseAs[config]()
-	if err != nil {
-		return cfg, fmt.Errorf("configuration: %w", err)
+	cfg := config{Config: consumersvc.Defaults("notifications", "127.0.0.1:9083")}
+	if err := consumersvc.Load(&cfg); err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.validate()
 }
@@ -52,25 +34,8 @@ func (c config) validate() error {
 	if _, err := mail.ParseAddress(c.MailFrom); err != nil {
 		return fmt.Errorf("configuration: MAIL_FROM %q is not an address: %w", c.MailFrom, err)
 	}
-	switch {
-	case c.ChaosEnabled && len(c.ChaosToken) < 16:
-		return fmt.Errorf("configuration: CHAOS_TOKEN must be at least 16 characters when CHAOS_ENABLED=true")
-	case c.DatabaseURL == "":
-		return fmt.Errorf("configuration: DATABASE_URL is empty")
-	case len(broker.SplitBrokers(c.KafkaBrokers)) == 0:
-		return fmt.Errorf("configuration: KAFKA_BROKERS is empty")
-	case c.OrdersTopic == "":
-		return fmt.Errorf("configuration: ORDERS_TOPIC is empty")
-	case c.DeadLetterTopic == "" || c.DeadLetterTopic == c.OrdersTopic:
-		return fmt.Errorf("configuration: DEAD_LETTER_TOPIC must be set and differ from ORDERS_TOPIC")
-	case c.ConsumerGroup == "":
-		return fmt.Errorf("configuration: CONSUMER_GROUP is empty")
-	case c.SMTPTimeout <= 0:
+	if c.SMTPTimeout <= 0 {
 		return fmt.Errorf("configuration: SMTP_TIMEOUT must be positive")
-	case c.InboxRetention < 0:
-		return fmt.Errorf("configuration: INBOX_RETENTION %s is negative", c.InboxRetention)
-	case c.InboxMaxAttempts < 1:
-		return fmt.Errorf("configuration: INBOX_MAX_ATTEMPTS must be at least 1, got %d", c.InboxMaxAttempts)
 	}
-	return nil
+	return c.Config.Validate()
 }

@@ -4,39 +4,37 @@
 //	notifications                    consume (same as "notifications serve")
 //	notifications redrive <event-id> re-process an event the inbox marked failed
 //
-// Configuration comes from environment variables (see config.go).
+// Configuration comes from environment variables (see config.go and
+// internal/consumersvc).
 package main
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
+	"net"
+	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/paylab/paylab/internal/admin"
 	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/consumersvc"
 	"github.com/paylab/paylab/pkg/inbox"
+	"github.com/paylab/paylab/services/notifications/internal/mailer"
 	"github.com/paylab/paylab/services/notifications/internal/receipt"
 )
 
-func main() {
-	ctx, stop := signalContext()
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "notifications:", err)
-		os.Exit(1)
-	}
-}
+// FaultAfterMarkBeforeOffsetCommit is the step boundary after the receipt's
+// record and the inbox mark committed, before the Kafka offset is marked.
+const FaultAfterMarkBeforeOffsetCommit = "notifications.after_mark_before_offset_commit"
+
+func main() { consumersvc.Main("notifications", run) }
 
 func run(ctx context.Context, args []string) error {
 	cfg, err := loadConfig()
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", "notifications")
+	log := consumersvc.Logger("notifications", cfg.LogLevel)
 	switch {
 	case len(args) == 0 || args[0] == "serve":
 		return serve(ctx, cfg, log, chaos.Points(log, FaultAfterMarkBeforeOffsetCommit, receipt.FaultAfterSendBeforeMark))
@@ -46,22 +44,56 @@ func run(ctx context.Context, args []string) error {
 	return errors.New("usage: notifications [serve] | notifications redrive <event-id>")
 }
 
-// redrive re-processes one failed event (an operator command): the receipt
-// is sent now.
-func redrive(ctx context.Context, cfg config, log *slog.Logger, arg string) error {
-	id, err := uuid.Parse(arg)
-	if err != nil {
-		return fmt.Errorf("event id %q: %w", arg, err)
+// redrive re-processes one event the inbox marked failed (an operator
+// command): the receipt is sent now.
+func redrive(ctx context.Context, cfg config, log *slog.Logger, eventID string) error {
+	return consumersvc.Redrive(ctx, cfg.DatabaseURL, log, notifier(cfg, nil).Handlers(), eventID)
+}
+
+func notifier(cfg config, fault consumersvc.FaultFunc) *receipt.Notifier {
+	return &receipt.Notifier{
+		Sender: &mailer.SMTP{Addr: cfg.SMTPAddr, Timeout: cfg.SMTPTimeout},
+		From:   cfg.MailFrom,
+		Fault:  fault,
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+}
+
+// open builds the notifications consumer: the receipt handlers behind the
+// inbox, and a readiness check on the SMTP server.
+func open(ctx context.Context, cfg config, log *slog.Logger, fault consumersvc.FaultFunc) (*consumersvc.Service, error) {
+	return consumersvc.Open(ctx, cfg.Config, log, consumersvc.Spec{
+		Name: "notifications",
+		Inbox: inbox.Config{
+			Handlers: notifier(cfg, fault).Handlers(),
+			// One message per transaction: a receipt leaves by SMTP before its
+			// transaction commits, so a failed batch retried message by message
+			// would send the batch's earlier receipts again.
+			BatchSize: 1,
+			// An unreachable SMTP server is retried for about half a minute
+			// before the receipt is dead-lettered.
+			MaxRetryBackoff: 10 * time.Second,
+			HandlerTimeout:  cfg.SMTPTimeout + 5*time.Second,
+		},
+		Fault:            fault,
+		AfterCommitPoint: FaultAfterMarkBeforeOffsetCommit,
+		Checks: map[string]admin.Check{
+			"smtp": func(ctx context.Context) error {
+				c, err := (&net.Dialer{}).DialContext(ctx, "tcp", cfg.SMTPAddr)
+				if err != nil {
+					return err
+				}
+				return c.Close()
+			},
+		},
+	})
+}
+
+// serve consumes and serves the admin listener until ctx ends.
+func serve(ctx context.Context, cfg config, log *slog.Logger, fault consumersvc.FaultFunc) error {
+	s, err := open(ctx, cfg, log, fault)
 	if err != nil {
-		return fmt.Errorf("opening the database: %w", err)
+		return err
 	}
-	defer pool.Close()
-	outcome, err := inbox.Redrive(ctx, pool, inbox.Config{Handlers: notifier(cfg, nil).Handlers(), Logger: log}, id)
-	if err != nil {
-		return fmt.Errorf("re-driving %s: %w", id, err)
-	}
-	fmt.Printf("event %s: %s\n", id, outcome)
-	return nil
+	defer s.Close()
+	return s.Serve(ctx)
 }

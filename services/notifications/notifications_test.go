@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paylab/paylab/internal/consumersvc"
 	"github.com/paylab/paylab/internal/testenv"
 	"github.com/paylab/paylab/services/notifications/internal/receipt"
 )
@@ -29,20 +30,20 @@ func TestSameEventPublishedFiveTimes(t *testing.T) {
 			a := f.start(f.config(tc.inboxEnabled))
 			e := captured("ord-dup", "cus_1", 1999, "EUR")
 			for range 5 {
-				f.publish(e)
+				f.Publish(e)
 			}
 			testenv.Eventually(t, 60*time.Second, "five deliveries", func() bool {
-				c := a.runner.Counts()
+				c := a.Runner.Counts()
 				return c.Processed+c.Duplicates == 5
 			})
 			mails := f.mailsFor(e)
 			if len(mails) != tc.wantMails {
 				t.Errorf("emails = %d, want %d", len(mails), tc.wantMails)
 			}
-			if got := f.count("SELECT count(*) FROM notifications WHERE event_id = $1", e.ID); got != tc.wantMails {
+			if got := f.Count("SELECT count(*) FROM notifications WHERE event_id = $1", e.ID); got != tc.wantMails {
 				t.Errorf("notifications rows = %d, want %d", got, tc.wantMails)
 			}
-			if got := a.runner.Counts().Duplicates; got != tc.wantDups {
+			if got := a.Runner.Counts().Duplicates; got != tc.wantDups {
 				t.Errorf("duplicates counted = %d, want %d", got, tc.wantDups)
 			}
 			if len(mails) > 0 {
@@ -64,14 +65,14 @@ func TestRefundReceiptWaitsForTheCaptureReceipt(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(f.config(true))
 	capture, refund := captured("ord-r", "cus_7", 5000, "JPY"), testenv.OrderRefunded("ord-r", 2, 1200, "JPY")
-	f.publish(refund)
-	testenv.Eventually(t, 60*time.Second, "the refund parked", func() bool { return a.runner.Counts().Parked == 1 })
+	f.Publish(refund)
+	testenv.Eventually(t, 60*time.Second, "the refund parked", func() bool { return a.Runner.Counts().Parked == 1 })
 	if n := len(f.mailpit.Messages(t)); n != 0 {
 		t.Fatalf("%d emails sent before the capture", n)
 	}
-	f.publish(capture)
+	f.Publish(capture)
 	testenv.Eventually(t, 30*time.Second, "two receipts", func() bool { return len(f.mailpit.Messages(t)) == 2 })
-	if got := f.count(`SELECT count(*) FROM notifications a JOIN notifications b ON a.order_id = b.order_id
+	if got := f.Count(`SELECT count(*) FROM notifications a JOIN notifications b ON a.order_id = b.order_id
 		WHERE a.kind = 'capture_receipt' AND b.kind = 'refund_receipt' AND a.id < b.id`); got != 1 {
 		t.Error("the refund receipt was not recorded after the capture receipt")
 	}
@@ -99,10 +100,10 @@ func TestCrashAfterMarkBeforeOffsetCommit(t *testing.T) {
 			f := newFixture(t)
 			cfg := f.config(tc.inboxEnabled)
 			e := captured("ord-crash", "cus_9", 4200, "EUR")
-			f.publish(e)
+			f.Publish(e)
 			first := startChild(t, cfg, FaultAfterMarkBeforeOffsetCommit)
-			if code := first.Wait(t, 60*time.Second); code != crashCode {
-				t.Fatalf("exit code %d, want the crash code %d\n%s", code, crashCode, first.Output())
+			if code := first.Wait(t, 60*time.Second); code != testenv.CrashCode {
+				t.Fatalf("exit code %d, want the crash code %d\n%s", code, testenv.CrashCode, first.Output())
 			}
 			second := startChild(t, cfg, "")
 			testenv.Eventually(t, 60*time.Second, "the redelivery", func() bool {
@@ -111,7 +112,7 @@ func TestCrashAfterMarkBeforeOffsetCommit(t *testing.T) {
 			if got := len(f.mailsFor(e)); got != tc.wantMails {
 				t.Errorf("emails = %d, want %d", got, tc.wantMails)
 			}
-			if got := f.count("SELECT count(*) FROM notifications WHERE event_id = $1", e.ID); got != tc.wantMails {
+			if got := f.Count("SELECT count(*) FROM notifications WHERE event_id = $1", e.ID); got != tc.wantMails {
 				t.Errorf("notifications rows = %d, want %d", got, tc.wantMails)
 			}
 			second.Stop(t)
@@ -129,17 +130,17 @@ func TestCrashAfterSendBeforeMarkSendsTwiceWithOneMessageID(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.config(true)
 	e := captured("ord-smtp", "cus_5", 300, "EUR")
-	f.publish(e)
+	f.Publish(e)
 	first := startChild(t, cfg, receipt.FaultAfterSendBeforeMark)
-	if code := first.Wait(t, 60*time.Second); code != crashCode {
-		t.Fatalf("exit code %d, want the crash code %d\n%s", code, crashCode, first.Output())
+	if code := first.Wait(t, 60*time.Second); code != testenv.CrashCode {
+		t.Fatalf("exit code %d, want the crash code %d\n%s", code, testenv.CrashCode, first.Output())
 	}
-	if got := f.count("SELECT count(*) FROM notifications"); got != 0 {
+	if got := f.Count("SELECT count(*) FROM notifications"); got != 0 {
 		t.Fatalf("%d rows recorded although the crash came before the commit", got)
 	}
 	second := startChild(t, cfg, "")
 	testenv.Eventually(t, 60*time.Second, "the receipt recorded", func() bool {
-		return f.count("SELECT count(*) FROM notifications WHERE event_id = $1", e.ID) == 1
+		return f.Count("SELECT count(*) FROM notifications WHERE event_id = $1", e.ID) == 1
 	})
 	mails := f.mailsFor(e)
 	if len(mails) != 2 {
@@ -153,9 +154,11 @@ func TestCrashAfterSendBeforeMarkSendsTwiceWithOneMessageID(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
-	good := config{DatabaseURL: "postgres://x", KafkaBrokers: "k:1", OrdersTopic: "o", DeadLetterTopic: "o.dlq",
-		ConsumerGroup: "g", SMTPAddr: net.JoinHostPort("127.0.0.1", "1025"), SMTPTimeout: time.Second,
-		MailFrom: "r@paylab.local", InboxMaxAttempts: 1}
+	good := config{
+		Config: consumersvc.Config{DatabaseURL: "postgres://x", KafkaBrokers: "k:1", OrdersTopic: "o",
+			DeadLetterTopic: "o.dlq", ConsumerGroup: "g", InboxMaxAttempts: 1},
+		SMTPAddr: net.JoinHostPort("127.0.0.1", "1025"), SMTPTimeout: time.Second, MailFrom: "r@paylab.local",
+	}
 	if err := good.validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
 	}
@@ -165,9 +168,8 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{"SMTP_ADDR", func(c *config) { c.SMTPAddr = "nohost" }},
 		{"MAIL_FROM", func(c *config) { c.MailFrom = "not an address" }},
+		{"SMTP_TIMEOUT", func(c *config) { c.SMTPTimeout = 0 }},
 		{"DEAD_LETTER_TOPIC", func(c *config) { c.DeadLetterTopic = c.OrdersTopic }},
-		{"INBOX_MAX_ATTEMPTS", func(c *config) { c.InboxMaxAttempts = 0 }},
-		{"INBOX_RETENTION", func(c *config) { c.InboxRetention = -time.Second }},
 	} {
 		c := good
 		tc.mut(&c)
@@ -188,9 +190,9 @@ func TestUnreachableSMTPServerDeadLettersThenRedriveSends(t *testing.T) {
 	down.SMTPTimeout = 2 * time.Second
 	a := f.start(down)
 	e := captured("ord-down", "cus_4", 800, "EUR")
-	f.publish(e)
-	testenv.Eventually(t, 60*time.Second, "the receipt dead-lettered", func() bool { return a.runner.Counts().DeadLettered == 1 })
-	if got := f.count("SELECT count(*) FROM inbox WHERE event_id = $1 AND status = 'failed' AND attempts = 3", e.ID); got != 1 {
+	f.Publish(e)
+	testenv.Eventually(t, 60*time.Second, "the receipt dead-lettered", func() bool { return a.Runner.Counts().DeadLettered == 1 })
+	if got := f.Count("SELECT count(*) FROM inbox WHERE event_id = $1 AND status = 'failed' AND attempts = 3", e.ID); got != 1 {
 		t.Fatal("the event is not failed after 3 attempts")
 	}
 	if n := len(f.mailpit.Messages(t)); n != 0 {
@@ -202,7 +204,7 @@ func TestUnreachableSMTPServerDeadLettersThenRedriveSends(t *testing.T) {
 	if got := len(f.mailsFor(e)); got != 1 {
 		t.Errorf("emails after the re-drive = %d, want 1", got)
 	}
-	if got := f.count("SELECT count(*) FROM notifications WHERE event_id = $1", e.ID); got != 1 {
+	if got := f.Count("SELECT count(*) FROM notifications WHERE event_id = $1", e.ID); got != 1 {
 		t.Errorf("notifications rows = %d, want 1", got)
 	}
 }
