@@ -4,7 +4,8 @@
 //	ledger                    consume and serve (same as "ledger serve")
 //	ledger redrive <event-id> re-process an event the inbox marked failed
 //
-// Configuration comes from environment variables (see config.go).
+// Configuration comes from environment variables (see config.go). Traces
+// are exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/telemetry"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/services/ledger/internal/ledger"
 )
@@ -37,6 +39,11 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", "ledger")
+	stopTracing, err := telemetry.Setup(ctx, "ledger")
+	if err != nil {
+		return err
+	}
+	defer telemetry.Stop(log, stopTracing)
 	switch {
 	case len(args) == 0 || args[0] == "serve":
 		return serve(ctx, cfg, log, chaos.Points(log, ledger.FaultAfterApplyBeforeOffsetCommit))
