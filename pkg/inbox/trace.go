@@ -51,9 +51,20 @@ func (r *Runner) traceProcess(ctx context.Context, kms []*sarama.ConsumerMessage
 	// A message's span descends from its headers only.
 	detached := trace.ContextWithSpanContext(ctx, trace.SpanContext{})
 	ps := &processSpans{byOffset: make(map[int64]trace.Span, len(kms)), order: make([]trace.Span, len(kms))}
+	var name string
 	for i, km := range kms {
-		ps.topic, ps.partition = km.Topic, km.Partition
-		attrs := []attribute.KeyValue{
+		if km.Topic != ps.topic || name == "" {
+			ps.topic, name = km.Topic, "process "+km.Topic
+		}
+		ps.partition = km.Partition
+		headers := headerCarrier(km.Headers)
+		_, span := tracer.Start(prop.Extract(detached, headers), name, trace.WithSpanKind(trace.SpanKindConsumer))
+		ps.byOffset[km.Offset] = span
+		ps.order[i] = span
+		if !span.IsRecording() {
+			continue // attributes are built for recorded spans only
+		}
+		span.SetAttributes(
 			semconv.MessagingSystemKafka,
 			semconv.MessagingOperationTypeProcess,
 			semconv.MessagingOperationName("process"),
@@ -61,24 +72,19 @@ func (r *Runner) traceProcess(ctx context.Context, kms []*sarama.ConsumerMessage
 			semconv.MessagingDestinationPartitionID(strconv.FormatInt(int64(km.Partition), 10)),
 			semconv.MessagingKafkaOffset(int(km.Offset)),
 			semconv.MessagingConsumerGroupName(r.cfg.Group),
-		}
+		)
 		if len(kms) > 1 {
-			attrs = append(attrs, semconv.MessagingBatchMessageCount(len(kms)))
+			span.SetAttributes(semconv.MessagingBatchMessageCount(len(kms)))
 		}
-		headers := headerCarrier(km.Headers)
 		if id := headers.Get(HeaderID); id != "" {
-			attrs = append(attrs, semconv.MessagingMessageID(id), semconv.CloudEventsEventID(id))
+			span.SetAttributes(semconv.MessagingMessageID(id), semconv.CloudEventsEventID(id))
 		}
 		if typ := headers.Get(HeaderType); typ != "" {
-			attrs = append(attrs, semconv.CloudEventsEventType(typ))
+			span.SetAttributes(semconv.CloudEventsEventType(typ))
 		}
 		if len(km.Key) > 0 {
-			attrs = append(attrs, semconv.MessagingKafkaMessageKey(string(km.Key)))
+			span.SetAttributes(semconv.MessagingKafkaMessageKey(string(km.Key)))
 		}
-		_, span := tracer.Start(prop.Extract(detached, headers), "process "+km.Topic,
-			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
-		ps.byOffset[km.Offset] = span
-		ps.order[i] = span
 	}
 	return context.WithValue(ctx, processSpansKey{}, ps), ps
 }

@@ -53,30 +53,43 @@ func (r *Relay) tracePublish(ctx context.Context, events []Event) publishTrace {
 	// An event's span descends from its stored context only, never from
 	// whatever span ctx carries.
 	detached := trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+	var topic, name string
 	for i := range events {
 		e := &events[i]
-		if e.Headers == nil {
-			e.Headers = make(map[string]string, 2)
+		if e.Topic != topic {
+			topic, name = e.Topic, "send "+e.Topic
 		}
 		carrier := propagation.MapCarrier(e.Headers)
 		parent := prop.Extract(detached, carrier)
-		ectx, span := tracer.Start(parent, "send "+e.Topic, trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(
-				semconv.MessagingSystemKafka,
-				semconv.MessagingOperationTypeSend,
-				semconv.MessagingOperationName("send"),
-				semconv.MessagingDestinationName(e.Topic),
-				semconv.MessagingMessageID(e.ID.String()),
-				semconv.MessagingKafkaMessageKey(e.AggregateID),
-				semconv.CloudEventsEventID(e.ID.String()),
-				semconv.CloudEventsEventType(e.Type),
-				semconv.CloudEventsEventSubject(e.AggregateID),
-				attribute.Int64("outbox.event.sequence", e.Sequence),
-			))
-		prop.Inject(ectx, carrier)
+		ectx, span := tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindProducer))
 		pt.spans[i] = span
-		if sc := span.SpanContext(); sc.IsValid() {
-			batch.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{semconv.MessagingMessageID(e.ID.String())}})
+		sc := span.SpanContext()
+		if sc.IsValid() && sc.SpanID() != trace.SpanContextFromContext(parent).SpanID() {
+			// A span of its own (without a tracer provider the span is the
+			// stored context itself, already in the headers).
+			if e.Headers == nil {
+				e.Headers = make(map[string]string, 2)
+			}
+			prop.Inject(ectx, propagation.MapCarrier(e.Headers))
+		}
+		if !span.IsRecording() {
+			continue // attributes and links are built for recorded spans only
+		}
+		id := e.ID.String()
+		span.SetAttributes(
+			semconv.MessagingSystemKafka,
+			semconv.MessagingOperationTypeSend,
+			semconv.MessagingOperationName("send"),
+			semconv.MessagingDestinationName(e.Topic),
+			semconv.MessagingMessageID(id),
+			semconv.MessagingKafkaMessageKey(e.AggregateID),
+			semconv.CloudEventsEventID(id),
+			semconv.CloudEventsEventType(e.Type),
+			semconv.CloudEventsEventSubject(e.AggregateID),
+			attribute.Int64("outbox.event.sequence", e.Sequence),
+		)
+		if batch.IsRecording() {
+			batch.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{semconv.MessagingMessageID(id)}})
 		}
 	}
 	return pt
