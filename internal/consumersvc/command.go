@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paylab/paylab/internal/telemetry"
 	"github.com/paylab/paylab/pkg/inbox"
 )
 
@@ -32,9 +33,17 @@ func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// Logger is the process's JSON logger, every line tagged with the service.
-func Logger(service string, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("service", service)
+// Setup returns the process's JSON logger, every line tagged with the
+// service, and starts tracing (exported over OTLP/HTTP when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set, see package telemetry). Call stop on
+// exit: it flushes the spans still buffered, within a timeout.
+func Setup(ctx context.Context, service string, level slog.Level) (log *slog.Logger, stop func(), err error) {
+	log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("service", service)
+	shutdown, err := telemetry.Setup(ctx, service)
+	if err != nil {
+		return nil, nil, err
+	}
+	return log, func() { telemetry.Stop(log, shutdown) }, nil
 }
 
 // Redrive re-processes one event the inbox marked failed (an operator

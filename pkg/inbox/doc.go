@@ -60,6 +60,18 @@
 // Sequenced events are still caught by their aggregate's applied sequence,
 // which is kept.
 //
+// # Tracing
+//
+// With a global OpenTelemetry tracer provider and propagator installed,
+// every delivery runs in a CONSUMER span "process <topic>", a child of the
+// trace context in the message's headers, with the messaging attributes
+// (topic, partition, offset, consumer group, event id) and the delivery's
+// outcome (AttrOutcome: processed, duplicate, parked, dead_lettered; a
+// duplicate also as a span event). The Handler's ctx carries that span, so
+// the handler's own spans nest under it. A parked event applied later gets a
+// span of its own (AttrDrained), a child of the context stored with it. The
+// tracer is named TracerName.
+//
 // # Turning it off
 //
 // Config.Disabled runs each delivery's handler with no inbox at all. It

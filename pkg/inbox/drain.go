@@ -42,7 +42,10 @@ func (e *engine) drain(ctx context.Context, aggregate string) error {
 			if !ok {
 				return &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
 			}
-			return e.apply(ctx, q, tx, h, msg)
+			sctx, span := traceDrained(ctx, msg)
+			err = e.apply(sctx, q, tx, h, msg)
+			endDrained(span, err)
+			return err
 		})
 		if err == nil {
 			if !found {

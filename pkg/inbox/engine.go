@@ -115,6 +115,7 @@ func (e *engine) finish(ctx context.Context, msg Message, outcome Outcome, more 
 // sequence, or leave it parked; more reports that the event after it is
 // parked and can be applied now. With the inbox off: run the handler.
 func (e *engine) step(ctx context.Context, tx pgx.Tx, msg Message) (outcome Outcome, more bool, err error) {
+	ctx = messageContext(ctx, msg)
 	h, ok := e.cfg.Handlers[msg.Type]
 	if e.cfg.Disabled {
 		if !ok {

@@ -178,7 +178,9 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 				break collect
 			}
 		}
-		msgs, outcomes, err := r.handle(ctx, batch)
+		tctx, spans := r.traceProcess(ctx, batch)
+		msgs, outcomes, err := r.handle(tctx, batch)
+		spans.end(outcomes, err)
 		if err != nil {
 			return nil // the session is ending; the offsets stay unmarked
 		}

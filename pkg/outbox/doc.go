@@ -121,6 +121,19 @@
 // StatsInterval. Alert on paylab_outbox_oldest_pending_age_seconds (publish
 // lag) and on paylab_outbox_parked > 0.
 //
+// # Tracing
+//
+// With a global OpenTelemetry tracer provider and propagator installed, the
+// relay publishes each event in a PRODUCER span "send <topic>" (messaging
+// attributes: system kafka, destination, message id = event id, key), a
+// child of the trace context stored in the event's Headers (a "traceparent"
+// the caller injected inside its transaction), and the Kafka message's
+// traceparent header carries that span's context instead of the stored one,
+// so consumers continue from the publish. Each batch has an "outbox publish
+// batch" span in the relay's own trace with a link to every event's span.
+// Without a provider nothing is recorded and the stored headers go out as
+// they are. The tracer is named TracerName.
+//
 // # Fault points
 //
 // Config.Hooks run at relay.after_lease (a batch leased, not published: a

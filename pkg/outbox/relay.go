@@ -166,9 +166,11 @@ func (r *Relay) RunBatch(ctx context.Context) (BatchResult, error) {
 		}
 		events, index = append(events, e), append(index, i)
 	}
+	pt := r.tracePublish(bctx, events)
 	start := time.Now()
-	pubErrs := r.pub.Publish(bctx, events)
+	pubErrs := r.pub.Publish(pt.ctx, events)
 	took := time.Since(start)
+	pt.end(pubErrs)
 	r.metrics.publishDuration.Observe(took.Seconds())
 	if took > r.cfg.LeaseTTL/4 {
 		r.log.WarnContext(ctx, "slow publish: the batch took more than a quarter of the lease TTL",

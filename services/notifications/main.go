@@ -5,7 +5,8 @@
 //	notifications redrive <event-id> re-process an event the inbox marked failed
 //
 // Configuration comes from environment variables (see config.go and
-// internal/consumersvc).
+// internal/consumersvc). Traces are exported over OTLP/HTTP when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set.
 package main
 
 import (
@@ -34,7 +35,11 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := consumersvc.Logger("notifications", cfg.LogLevel)
+	log, stop, err := consumersvc.Setup(ctx, "notifications", cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	switch {
 	case len(args) == 0 || args[0] == "serve":
 		return serve(ctx, cfg, log, chaos.Points(log, FaultAfterMarkBeforeOffsetCommit, receipt.FaultAfterSendBeforeMark))

@@ -4,7 +4,9 @@
 //	orders relay     the outbox relay: publishes committed events to Kafka
 //
 // Settings come from environment variables; services/orders/README.md lists
-// them with their defaults.
+// them with their defaults. Traces are exported over OTLP/HTTP when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set (service.name "orders" and
+// "orders-relay" unless OTEL_SERVICE_NAME says otherwise).
 package main
 
 import (
@@ -17,6 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/paylab/paylab/internal/telemetry"
 	"github.com/paylab/paylab/services/orders/internal/apiserver"
 	"github.com/paylab/paylab/services/orders/internal/config"
 	"github.com/paylab/paylab/services/orders/internal/logctx"
@@ -79,9 +82,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return apiserver.Run(ctx, cfg, log.With("component", "api"), apiserver.Options{})
+		log = log.With("component", "api")
+		stopTracing, err := telemetry.Setup(ctx, "orders")
+		if err != nil {
+			return err
+		}
+		defer telemetry.Stop(log, stopTracing)
+		return apiserver.Run(ctx, cfg, log, apiserver.Options{})
 	case "relay":
-		return relaycmd.Run(ctx, log.With("component", "relay"))
+		log = log.With("component", "relay")
+		stopTracing, err := telemetry.Setup(ctx, "orders-relay")
+		if err != nil {
+			return err
+		}
+		defer telemetry.Stop(log, stopTracing)
+		return relaycmd.Run(ctx, log)
 	default:
 		return errUsage
 	}

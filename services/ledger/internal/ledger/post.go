@@ -122,9 +122,12 @@ func lockAccounts(ctx context.Context, q *ledgerdb.Queries, ids ...string) error
 }
 
 // post writes a journal entry whose accounts the caller has locked, and
-// updates the balances in sorted account order.
+// updates the balances in sorted account order, in a span of its own
+// ("ledger post entry") under the inbox's span of the event.
 func post(ctx context.Context, q *ledgerdb.Queries, msg inbox.Message, orderID, kind string, refundID *string,
-	currency string, lines ...posting) error {
+	currency string, lines ...posting) (err error) {
+	ctx, span := startPost(ctx, msg, orderID, kind, len(lines))
+	defer func() { endSpan(span, err) }()
 	var total int64
 	for _, l := range lines {
 		total += l.amount

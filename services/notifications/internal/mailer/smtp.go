@@ -30,8 +30,11 @@ type SMTP struct {
 	Timeout time.Duration // of one whole send; default 10s
 }
 
-// Send delivers m: it returns nil once the server accepted the message.
+// Send delivers m: it returns nil once the server accepted the message. The
+// conversation runs in a CLIENT span "smtp send", a child of the span in ctx.
 func (s *SMTP) Send(ctx context.Context, m Mail) (err error) {
+	ctx, span := s.startSend(ctx, m)
+	defer func() { endSend(span, err) }()
 	timeout := s.Timeout
 	if timeout == 0 {
 		timeout = 10 * time.Second

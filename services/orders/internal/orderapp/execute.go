@@ -31,8 +31,15 @@ const rollbackTimeout = 5 * time.Second
 //	                     [after_commit_before_publish], publish
 //	naive-publish-first: claim key, effect, store key, publish,
 //	                     [after_publish_before_commit], [before_commit], commit
+//
+// The whole runs in a span ("orders tx <op>"); the events carry its context.
 func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (result any, stored *Response, replayed bool, err error) {
-	defer func() { err = translate(err) }()
+	ctx, span := s.startTx(ctx, op)
+	var events []outbox.Event
+	defer func() {
+		err = translate(err)
+		endTx(span, len(events), replayed, err)
+	}()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("beginning transaction: %w", err)
@@ -56,13 +63,15 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 		}
 	}
 
-	result, events, err := fn(ctx, q)
+	result, events, err = fn(ctx, q)
 	if err != nil {
 		return nil, nil, false, translate(err)
 	}
+	tc := traceContext(ctx)
 	for i := range events {
-		s.completeEvent(&events[i], opts.TraceHeaders)
+		s.completeEvent(&events[i], tc)
 	}
+	orderSpanAttributes(ctx, events)
 	if s.mode == ModeOutbox {
 		if err := outbox.Enqueue(ctx, tx, events...); err != nil {
 			return nil, nil, false, err
@@ -102,7 +111,8 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 	return result, stored, false, nil
 }
 
-// completeEvent fills in what every event of this service carries.
+// completeEvent fills in what every event of this service carries, among
+// it the trace context of the transaction's span.
 func (s *Service) completeEvent(e *outbox.Event, trace map[string]string) {
 	if e.ID == uuid.Nil {
 		// outbox.Enqueue would assign one too; naive mode needs it set here.

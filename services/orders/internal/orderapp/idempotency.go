@@ -38,9 +38,6 @@ type Response struct {
 type Options struct {
 	// Idempotency, when not nil, makes the call idempotent.
 	Idempotency *Idempotency
-	// TraceHeaders travel with the events, e.g. W3C traceparent and
-	// tracestate. The caller validates them.
-	TraceHeaders map[string]string
 }
 
 // Outcome is the result of a state change.

@@ -125,8 +125,7 @@ func options(r *http.Request, scope string, canonical any, status int, render fu
 	if err != nil {
 		return orderapp.Options{}, err
 	}
-	trace, _ := traceContext(r)
-	return orderapp.Options{Idempotency: idem, TraceHeaders: trace}, nil
+	return orderapp.Options{Idempotency: idem}, nil
 }
 
 // respond writes the stored response when there is one (it is exactly what

@@ -3,10 +3,16 @@ package orderhttp_test
 import (
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	"go.uber.org/goleak"
+
+	"github.com/paylab/paylab/internal/telemetry"
 )
 
 func TestMain(m *testing.M) {
+	// The propagator the process installs (telemetry.Setup): the API reads
+	// the caller's traceparent with it.
+	otel.SetTextMapPropagator(telemetry.Propagator())
 	goleak.VerifyTestMain(m,
 		// sarama's metrics library starts a process-wide ticker once.
 		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),

@@ -18,7 +18,8 @@ type Metrics = httpmetrics.Metrics
 // NewMetrics creates the request metrics and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) { return httpmetrics.New(reg) }
 
-// observe records every request's metrics and writes an access log line.
+// observe records every request's metrics, writes an access log line and
+// names the request's span after its route.
 func observe(log *slog.Logger, m *Metrics) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,6 +35,7 @@ func observe(log *slog.Logger, m *Metrics) func(http.Handler) http.Handler {
 			route := "unmatched"
 			if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 				route = rc.RoutePattern()
+				nameSpan(r, route)
 			}
 			m.Observe(route, r.Method, status, elapsed)
 			log.InfoContext(r.Context(), "request", "method", httpmetrics.Method(r.Method), "route", route, "status", status,

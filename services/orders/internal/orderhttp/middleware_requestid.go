@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"regexp"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/paylab/paylab/services/orders/internal/logctx"
 )
 
@@ -16,8 +18,9 @@ const HeaderRequestID = "X-Request-Id"
 
 var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// requestID gives every request an id and puts it, and the trace id of a
-// well-formed traceparent, on every log line logged with the request's
+// requestID gives every request an id and puts it, and the id of the trace
+// the request runs in (the caller's, from a well-formed traceparent, or a new
+// one when spans are recorded), on every log line logged with the request's
 // context.
 func requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -27,8 +30,8 @@ func requestID(next http.Handler) http.Handler {
 		}
 		w.Header().Set(HeaderRequestID, id)
 		attrs := []slog.Attr{slog.String("request_id", id)}
-		if _, traceID := traceContext(r); traceID != "" {
-			attrs = append(attrs, slog.String("trace_id", traceID))
+		if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
+			attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 		}
 		next.ServeHTTP(w, r.WithContext(logctx.With(r.Context(), attrs...)))
 	})

@@ -9,7 +9,10 @@ import (
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 )
 
-// Routes returns the public API's handler.
+// Routes returns the public API's handler. Every request runs in an
+// OpenTelemetry server span that continues the caller's W3C trace context
+// (traced); the process installs the propagator and tracer provider
+// (internal/telemetry).
 func Routes(app *orderapp.Service, log *slog.Logger, m *Metrics) http.Handler {
 	h := &handlers{app: app, log: log}
 	r := chi.NewRouter()
@@ -30,5 +33,5 @@ func Routes(app *orderapp.Service, log *slog.Logger, m *Metrics) http.Handler {
 	r.Get(routeOrder, h.getOrder)
 	r.Post(routeCapture, h.capture)
 	r.Post(routeRefunds, h.refund)
-	return r
+	return traced(r)
 }

@@ -2,7 +2,11 @@ package orderhttp
 
 import (
 	"net/http"
-	"regexp"
+	"strings"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // W3C Trace Context headers (https://www.w3.org/TR/trace-context/).
@@ -11,39 +15,47 @@ const (
 	HeaderTracestate  = "tracestate"
 )
 
-var traceparentRE = regexp.MustCompile(`^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$`)
-
-// maxTracestate is the length the W3C recommends a vendor keeps (512).
-const maxTracestate = 512
-
-// traceContext returns the well-formed trace context of r, to be stored with
-// the events the request causes; nil when there is none. A malformed
-// traceparent is ignored, as the W3C recommends, and so is a tracestate
-// without a valid traceparent.
-func traceContext(r *http.Request) (headers map[string]string, traceID string) {
-	tp := r.Header.Values(HeaderTraceparent)
-	if len(tp) != 1 {
-		return nil, ""
-	}
-	m := traceparentRE.FindStringSubmatch(tp[0])
-	if m == nil || m[1] == "ff" || m[2] == "00000000000000000000000000000000" || m[3] == "0000000000000000" {
-		return nil, ""
-	}
-	headers = map[string]string{HeaderTraceparent: tp[0]}
-	if ts := r.Header.Values(HeaderTracestate); len(ts) == 1 && validTracestate(ts[0]) {
-		headers[HeaderTracestate] = ts[0]
-	}
-	return headers, m[2]
+// traced runs every request in an OpenTelemetry server span (otelhttp): the
+// caller's W3C trace context is extracted with the global propagator, so the
+// span continues the caller's trace (or starts one), and the handlers' work —
+// the transaction, the event it stores — nests under it. A malformed
+// traceparent is ignored, as the W3C asks. The span is named by method here
+// and by route once the router has matched one (nameSpan).
+func traced(next http.Handler) http.Handler {
+	h := otelhttp.NewHandler(next, "orders",
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, normalizeTraceHeaders(r))
+	})
 }
 
-func validTracestate(s string) bool {
-	if s == "" || len(s) > maxTracestate {
-		return false
+// normalizeTraceHeaders applies the W3C rules the propagator leaves to the
+// transport: a request with more than one traceparent header starts a new
+// trace (the header is dropped), and several tracestate headers form one
+// list. r is copied before its headers change.
+func normalizeTraceHeaders(r *http.Request) *http.Request {
+	tp, ts := r.Header.Values(HeaderTraceparent), r.Header.Values(HeaderTracestate)
+	if len(tp) <= 1 && len(ts) <= 1 {
+		return r
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
+	r = r.Clone(r.Context())
+	if len(tp) > 1 {
+		r.Header.Del(HeaderTraceparent)
 	}
-	return true
+	if len(ts) > 1 {
+		r.Header.Set(HeaderTracestate, strings.Join(ts, ","))
+	}
+	return r
+}
+
+// nameSpan names the request's server span after the matched route
+// ("POST /v1/payments"), the low-cardinality name OpenTelemetry's HTTP
+// conventions ask for, and records the route.
+func nameSpan(r *http.Request, route string) {
+	if route == "" {
+		return
+	}
+	span := trace.SpanFromContext(r.Context())
+	span.SetName(r.Method + " " + route)
+	span.SetAttributes(semconv.HTTPRoute(route))
 }

@@ -20,6 +20,7 @@
 //	RELAY_SHUTDOWN_TIMEOUT    admin listener shutdown deadline (20s)
 //	CHAOS_ENABLED             mount /chaos/faults and /chaos/kill (false)
 //	CHAOS_TOKEN               bearer token for /chaos, at least 16 characters (none)
+//	OTEL_EXPORTER_OTLP_ENDPOINT  export traces over OTLP/HTTP (unset: none); OTEL_* apply
 //
 // On SIGTERM the batch in flight is finished (at most three quarters of the
 // lease TTL), the producer flushed and the admin listener closed.

@@ -1,0 +1,53 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// BenchmarkTracePublish measures what tracing adds to one batch of 500
+// events: without a tracer provider (the relay's cost when no OTLP endpoint
+// is set) and with the SDK batching spans to an exporter that drops them,
+// against the baseline of building the batch's events.
+func BenchmarkTracePublish(b *testing.B) {
+	events := make([]Event, 500)
+	r := &Relay{cfg: Config{ID: "bench"}}
+	for _, bc := range []struct {
+		name  string
+		setup func() func()
+	}{
+		{"baseline: the events alone", nil},
+		{"no provider", func() func() { otel.SetTracerProvider(noop.NewTracerProvider()); return func() {} }},
+		{"sdk", func() func() {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			otel.SetTracerProvider(tp)
+			return func() { _ = tp.Shutdown(context.Background()) }
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			otel.SetTextMapPropagator(propagation.TraceContext{})
+			if bc.setup != nil {
+				defer bc.setup()()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range events {
+					events[i] = Event{ID: uuid.New(), AggregateID: "order", Topic: "order-events", Type: "OrderCaptured",
+						Payload: json.RawMessage(`{}`),
+						Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+				}
+				if bc.setup != nil {
+					r.tracePublish(context.Background(), events).end(nil)
+				}
+			}
+		})
+	}
+}

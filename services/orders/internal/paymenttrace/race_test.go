@@ -1,0 +1,5 @@
+//go:build race
+
+package paymenttrace_test
+
+func init() { raceEnabled = true }
