@@ -55,13 +55,12 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 		LeaseTTL: o.leaseTTL,
 		servers:  e,
 	}
-	var procs []*supervise.Process
 	start := func(proc, binary string, args, env []string) (*Process, error) {
 		sp, p, err := e.process(name, proc, binary, args, env)
 		if err != nil {
 			return nil, err
 		}
-		procs = append(procs, sp)
+		d.supervised = append(d.supervised, sp)
 		return p, nil
 	}
 	// Each process's environment extends these; slices.Clip makes every
@@ -108,13 +107,13 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 		return nil, err
 	}
 	d.stop = func() {
-		for _, p := range procs {
+		for _, p := range d.supervised {
 			p.Stop(10 * time.Second)
 		}
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	for _, p := range procs {
+	for _, p := range d.supervised {
 		g.Go(func() error {
 			sctx, cancel := context.WithTimeout(gctx, 60*time.Second)
 			defer cancel()

@@ -174,8 +174,11 @@ func Table(w io.Writer, results []Result) {
 		if r.Recovery > 0 {
 			rec = r.Recovery.Round(10 * time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Scenario, r.Mode, r.Payments, r.Lost, r.Phantom,
-			r.DupOnWire, r.DupEffects, r.OutOfOrder, rec, r.Expect, r.verdict())
+		figures := fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%d", r.Payments, r.Lost, r.Phantom, r.DupOnWire, r.DupEffects, r.OutOfOrder)
+		if r.Skipped != "" {
+			figures = "-\t-\t-\t-\t-\t-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Mode, figures, rec, r.Expect, r.verdict())
 	}
 	tw.Flush()
 	for _, r := range results {

@@ -62,7 +62,7 @@ func Scenarios() []Scenario {
 		},
 		{
 			Name:        "relay-killed-holding-leases",
-			Description: "3 relays; one is killed while it holds leased rows",
+			Description: "several relays; one is killed while it holds leased rows",
 			opts:        with(outbox, func(o *options) { o.relays, o.leaseTTL = 3, 3*time.Second }),
 			expect:      Clean,
 			minRelays:   2,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paylab/paylab/internal/reconcile"
+	"github.com/paylab/paylab/internal/supervise"
 )
 
 // Target is where scenarios run: the local supervisor (Env), which starts a
@@ -39,8 +40,9 @@ type Deployment struct {
 	Notifications *Process
 	LeaseTTL      time.Duration // the relays' RELAY_LEASE_TTL
 
-	servers servers // nil when the target cannot stop its servers
-	stop    func()
+	servers    servers              // nil when the target cannot stop its servers
+	supervised []*supervise.Process // the local target's processes
+	stop       func()
 }
 
 // servers stops and starts the PostgreSQL server or Kafka broker a
