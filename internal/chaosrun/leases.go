@@ -55,10 +55,7 @@ func killRelayHoldingLeases(ctx context.Context, d *Deployment, _ Sizes) (string
 		return n
 	}
 	for held() > 0 && ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
-		}
+		pause(ctx, 20*time.Millisecond)
 	}
 	if ctx.Err() != nil {
 		return fmt.Sprintf("%s killed holding %d leased rows; not taken over", victim.Name, rows), 0, nil
@@ -83,10 +80,9 @@ func stuckLease(ctx context.Context, conn *pgx.Conn, victim *Process) (owner str
 		if err == nil && s.Fired > 0 {
 			break
 		}
-		select {
-		case <-ctx.Done():
+		pause(ctx, 20*time.Millisecond)
+		if ctx.Err() != nil {
 			return "", 0, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 	type lease struct {
@@ -109,10 +105,9 @@ func stuckLease(ctx context.Context, conn *pgx.Conn, victim *Process) (owner str
 	if err != nil {
 		return "", 0, err
 	}
-	select {
-	case <-ctx.Done():
+	pause(ctx, 300*time.Millisecond)
+	if ctx.Err() != nil {
 		return "", 0, ctx.Err()
-	case <-time.After(300 * time.Millisecond):
 	}
 	second, err := leases()
 	if err != nil {

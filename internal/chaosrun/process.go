@@ -76,10 +76,9 @@ func (p *Process) awaitRestart(ctx context.Context, before float64) (time.Durati
 			}
 			return time.Since(lastSeen), nil
 		}
-		select {
-		case <-ctx.Done():
+		pause(ctx, 20*time.Millisecond)
+		if ctx.Err() != nil {
 			return 0, fmt.Errorf("%s did not come back: %w", p.Name, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
@@ -87,27 +86,40 @@ func (p *Process) awaitRestart(ctx context.Context, before float64) (time.Durati
 // CrashRepeatedly arms a one-shot crash at point, and again each time the
 // process has come back, until it crashed times times or ctx ends. It
 // returns how many crashes happened and the longest time the process took
-// to be ready again.
-func (p *Process) CrashRepeatedly(ctx context.Context, point string, times int) (crashes int, longest time.Duration) {
+// to be ready again; an error only when the process refuses the fault.
+func (p *Process) CrashRepeatedly(ctx context.Context, point string, times int) (crashes int, longest time.Duration, err error) {
 	for crashes < times && ctx.Err() == nil {
 		if err := p.WaitReady(ctx); err != nil {
-			return crashes, longest
+			return crashes, longest, nil // ctx ended
 		}
 		before, err := p.started(ctx)
-		if err != nil {
-			continue // gone again; wait for it
+		if err == nil {
+			err = p.Arm(ctx, point, chaos.Fault{Action: chaos.Crash, Count: 1})
 		}
-		if err := p.Arm(ctx, point, chaos.Fault{Action: chaos.Crash, Count: 1}); err != nil {
+		var apiErr *chaos.APIError
+		switch {
+		case errors.As(err, &apiErr):
+			return crashes, longest, err
+		case err != nil: // gone again meanwhile; wait for it
+			pause(ctx, 50*time.Millisecond)
 			continue
 		}
 		back, err := p.awaitRestart(ctx, before)
 		if err != nil {
-			return crashes, longest
+			return crashes, longest, nil // ctx ended
 		}
 		crashes++
 		longest = max(longest, back)
 	}
-	return crashes, longest
+	return crashes, longest, nil
+}
+
+// pause sleeps for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
 }
 
 // disarm disarms every fault of the process once it is ready: a fault left

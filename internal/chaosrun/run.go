@@ -63,9 +63,6 @@ func Run(ctx context.Context, target Target, scenarios []Scenario, s Sizes, para
 		report(i, runOne(ctx, target, sc, s, uint64(i+1)))
 	}
 	alone := func(sc Scenario) bool { return target.Shared() || sc.stops != "" }
-	if target.Shared() {
-		parallel = 1
-	}
 	sem := make(chan struct{}, max(parallel, 1))
 	var wg sync.WaitGroup
 	for i, sc := range scenarios {

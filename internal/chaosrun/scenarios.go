@@ -100,12 +100,12 @@ func Scenarios() []Scenario {
 func crashAt(pick func(*Deployment) *Process, point string) func(context.Context, *Deployment, Sizes) (string, time.Duration, error) {
 	return func(ctx context.Context, d *Deployment, s Sizes) (string, time.Duration, error) {
 		p := pick(d)
-		n, back := p.CrashRepeatedly(ctx, point, s.Crashes)
+		n, back, err := p.CrashRepeatedly(ctx, point, s.Crashes)
 		note := fmt.Sprintf("%s crashed %d× at %s", p.Name, n, point)
 		if n > 0 {
 			note += fmt.Sprintf(", ready again within %s", back.Round(10*time.Millisecond))
 		}
-		return note, back, nil
+		return note, back, err
 	}
 }
 
