@@ -3,31 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/paylab/paylab/internal/admin"
-	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/testenv"
 )
 
 // The compose target reads the deployment's token from .env unless the
 // environment sets it, checks it against the chaos controls before any
 // scenario, and runs nothing the deployment cannot give.
 func TestChaosRunComposeReadsDotEnv(t *testing.T) {
-	r := admin.Handler(prometheus.NewRegistry(), nil)
-	if err := chaos.Mount(r, chaos.NewRegistry(), true, "token-of-the-deployment"); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(r)
-	defer srv.Close()
+	listener := testenv.AdminListener(t, true, "token-of-the-deployment")
 	for _, k := range []string{"CHAOS_ORDERS_ADMIN_URL", "CHAOS_LEDGER_ADMIN_URL", "CHAOS_NOTIFICATIONS_ADMIN_URL"} {
-		t.Setenv(k, srv.URL)
+		t.Setenv(k, listener)
 	}
 	dir := t.TempDir()
 	dotEnv := filepath.Join(dir, ".env")

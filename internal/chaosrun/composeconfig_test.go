@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/paylab/paylab/internal/admin"
-	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/testenv"
 )
 
 func TestLoadComposeConfig(t *testing.T) {
@@ -43,22 +40,9 @@ func TestLoadComposeConfig(t *testing.T) {
 	}
 }
 
-// adminListener serves what a service's admin listener does: /readyz and
-// /metrics, and the chaos controls when enabled.
-func adminListener(t *testing.T, enabled bool) string {
-	t.Helper()
-	r := admin.Handler(prometheus.NewRegistry(), nil)
-	if err := chaos.Mount(r, chaos.NewRegistry(), enabled, token); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 func TestComposeCheckNamesAWrongSetting(t *testing.T) {
 	t.Parallel()
-	up, disabled := adminListener(t, true), adminListener(t, false)
+	up, disabled := testenv.AdminListener(t, true, token), testenv.AdminListener(t, false, token)
 	closed := httptest.NewServer(nil)
 	closed.Close()
 	for _, c := range []struct {
