@@ -12,13 +12,15 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/compose-spec/compose-go/v2/dotenv"
+
 	"github.com/paylab/paylab/internal/chaosrun"
 )
 
 // mailpitVersion is the Mailpit the Makefile builds into the tools cache.
 const mailpitVersion = "v1.33.1"
 
-// runChaos: paylab chaos list | paylab chaos run <scenario>…|all [--quick] [--json]
+// runChaos: paylab chaos list | paylab chaos run <scenario>…|all [--target local|compose] [--quick] [--json]
 func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return errUsage
@@ -37,17 +39,20 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("chaos run", flag.ContinueOnError)
 	fs.SetOutput(out)
 	quick := fs.Bool("quick", false, "the reduced set of counts make test runs")
-	parallel := fs.Int("parallel", 3, "scenarios run side by side (those that stop a shared server run alone)")
+	parallel := fs.Int("parallel", 3, "scenarios run side by side (those that stop a shared server run alone; compose: one at a time)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
+	target := fs.String("target", "local", "local: start the services against private servers for each scenario;\n"+
+		"compose: a running docker compose deployment, over its admin APIs (CHAOS_* settings, README)")
+	envFile := fs.String("env-file", ".env", "compose: the .env that docker compose read (the environment wins over it, as in compose)")
 	exe, _ := os.Executable()
-	bin := fs.String("bin", filepath.Dir(exe), "folder with the orders, ledger and notifications binaries")
+	bin := fs.String("bin", filepath.Dir(exe), "local: folder with the orders, ledger and notifications binaries")
 	home, _ := os.UserHomeDir()
 	tools := os.Getenv("PAYLAB_TOOLS")
 	if tools == "" {
 		tools = filepath.Join(home, ".cache", "paylab", "bin")
 	}
-	mailpit := fs.String("mailpit", filepath.Join(tools, "mailpit-"+mailpitVersion), "Mailpit binary (make mailpit builds it)")
-	logs := fs.String("logs", "", "folder for the processes' logs (default: a temporary folder)")
+	mailpit := fs.String("mailpit", filepath.Join(tools, "mailpit-"+mailpitVersion), "local: Mailpit binary (make mailpit builds it)")
+	logs := fs.String("logs", "", "local: folder for the processes' logs (default: a temporary folder)")
 	if err := fs.Parse(reorder(fs, args[1:])); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -61,23 +66,36 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *logs == "" {
-		if *logs, err = os.MkdirTemp("", "paylab-chaos-"); err != nil {
-			return err
-		}
-	}
 	sizes := chaosrun.Full
 	if *quick {
 		sizes = chaosrun.Quick
 	}
-	env := &chaosrun.Env{Bin: *bin, Mailpit: *mailpit, LogDir: *logs}
-	fmt.Fprintf(out, "chaos: starting private PostgreSQL, Kafka and Mailpit (logs in %s)\n", *logs)
-	if err := env.Start(ctx); err != nil {
-		env.Stop()
-		return fmt.Errorf("chaos: %w", err)
+	var t chaosrun.Target
+	switch *target {
+	case "local":
+		if *logs == "" {
+			if *logs, err = os.MkdirTemp("", "paylab-chaos-"); err != nil {
+				return err
+			}
+		}
+		env := &chaosrun.Env{Bin: *bin, Mailpit: *mailpit, LogDir: *logs}
+		fmt.Fprintf(out, "chaos: starting private PostgreSQL, Kafka and Mailpit (logs in %s)\n", *logs)
+		if err := env.Start(ctx); err != nil {
+			env.Stop()
+			return fmt.Errorf("chaos: %w", err)
+		}
+		defer env.Stop()
+		t = env
+	case "compose":
+		c, err := composeTarget(ctx, *envFile, isSet(fs, "env-file"), out)
+		if err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+		t = c
+	default:
+		return fmt.Errorf("chaos: --target %q is not local or compose", *target)
 	}
-	defer env.Stop()
-	results := chaosrun.Run(ctx, env, scenarios, sizes, *parallel, out)
+	results := chaosrun.Run(ctx, t, scenarios, sizes, *parallel, out)
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -88,19 +106,57 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintln(out)
 		chaosrun.Table(out, results)
 	}
-	passed := 0
+	var passed, skipped int
 	for _, r := range results {
-		if r.Pass {
+		switch {
+		case r.Skipped != "":
+			skipped++
+		case r.Pass:
 			passed++
 		}
 	}
+	failed := len(results) - passed - skipped
 	if !*asJSON {
-		fmt.Fprintf(out, "chaos: %d passed, %d failed\n", passed, len(results)-passed)
+		fmt.Fprintf(out, "chaos: %d passed, %d failed, %d skipped\n", passed, failed, skipped)
 	}
-	if passed < len(results) {
+	switch {
+	case failed > 0:
 		return errors.New("chaos: a scenario did not show what it must")
+	case passed == 0:
+		return errors.New("chaos: no scenario could run on this target")
 	}
 	return nil
+}
+
+// composeTarget reads where the running compose deployment answers — the
+// environment over envFile, as docker compose interpolates them — and
+// checks that it is up and takes the chaos token.
+func composeTarget(ctx context.Context, envFile string, required bool, out io.Writer) (*chaosrun.Compose, error) {
+	environ := map[string]string{}
+	if _, err := os.Stat(envFile); err == nil || required {
+		if environ, err = dotenv.ReadWithLookup(os.LookupEnv, envFile); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", envFile, err)
+		}
+	}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		environ[k] = v
+	}
+	cfg, err := chaosrun.LoadComposeConfig(environ)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "chaos: against the docker compose deployment at %s (OUTBOX_MODE=%s, INBOX_ENABLED=%t, %d relay admin URLs), one scenario at a time\n",
+		cfg.APIURL, cfg.OutboxMode, cfg.InboxEnabled, len(cfg.RelayAdminURLs))
+	c := chaosrun.NewCompose(cfg)
+	return c, c.Check(ctx)
+}
+
+// isSet reports whether the flag called name was given.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // reorder moves flags before positional arguments, so that

@@ -32,8 +32,10 @@ commands:
   probe URL GET URL; exit 0 when it answers 2xx (container health checks)
   verify    reconcile orders, ledger and notifications (and the topic); print
             lost, phantom, duplicate and out-of-order effects; exit 1 on any
-  chaos     chaos list | chaos run <scenario>…|all [--quick] [--json]: faults
-            under load against private servers; a table of what each one cost
+  chaos     chaos list | chaos run <scenario>…|all [--quick] [--json]
+            [--target local|compose]: faults under load, against private
+            servers (local) or a running docker compose deployment over its
+            admin APIs (compose); a table of what each one cost
 
 Settings come from the environment; see the README's configuration table.
 `

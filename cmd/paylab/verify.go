@@ -17,14 +17,6 @@ import (
 	"github.com/paylab/paylab/internal/reconcile"
 )
 
-// verifyConfig: where the three databases and the topic are.
-type verifyConfig struct {
-	OrdersURL        string `env:"ORDERS_DATABASE_URL" envDefault:"postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable"`
-	LedgerURL        string `env:"LEDGER_DATABASE_URL" envDefault:"postgres://ledger:ledger@127.0.0.1:55432/ledger?sslmode=disable"`
-	NotificationsURL string `env:"NOTIFICATIONS_DATABASE_URL" envDefault:"postgres://notifications:notifications@127.0.0.1:55432/notifications?sslmode=disable"`
-	KafkaBrokers     string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
-}
-
 // errViolations makes paylab exit non-zero after printing its report.
 var errViolations = errors.New("guarantees violated")
 
@@ -42,15 +34,11 @@ func runVerify(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return errUsage
 	}
-	cfg, err := env.ParseAs[verifyConfig]()
+	cfg, err := env.ParseAs[reconcile.Config]()
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	src := reconcile.Sources{OrdersURL: cfg.OrdersURL, LedgerURL: cfg.LedgerURL, NotificationsURL: cfg.NotificationsURL}
-	if *topic != "" {
-		src.Brokers, src.Topic = broker.SplitBrokers(cfg.KafkaBrokers), *topic
-	}
-	rep, err := reconcile.Settle(ctx, src, *timeout, *quiet)
+	rep, err := reconcile.Settle(ctx, cfg.Sources(*topic), *timeout, *quiet)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}

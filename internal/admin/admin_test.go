@@ -83,3 +83,30 @@ paylab_y 7
 		t.Error("paylab_z found")
 	}
 }
+
+func TestMetric(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	hits := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paylab_test_hits_total", Help: "hits"}, []string{"kind"})
+	reg.MustRegister(hits)
+	hits.WithLabelValues("a").Add(2)
+	hits.WithLabelValues("b").Add(3)
+	srv := httptest.NewServer(admin.Handler(reg, nil))
+	defer srv.Close()
+	ctx := context.Background()
+	if v, err := admin.Metric(ctx, srv.URL, "paylab_test_hits_total"); err != nil || v != 5 {
+		t.Errorf("Metric = %v, %v; want 5", v, err)
+	}
+	// The chaos runner tells a restarted process from the one it crashed by
+	// its start time, which the process collector exports.
+	if v, err := admin.Metric(ctx, srv.URL, "process_start_time_seconds"); err != nil || v <= 0 {
+		t.Errorf("process_start_time_seconds = %v, %v", v, err)
+	}
+	if _, err := admin.Metric(ctx, srv.URL, "paylab_nothing"); err == nil {
+		t.Error("a missing metric gave no error")
+	}
+	srv.Close()
+	if _, err := admin.Metric(ctx, srv.URL, "paylab_test_hits_total"); err == nil {
+		t.Error("a closed listener gave no error")
+	}
+}

@@ -2,9 +2,13 @@ package admin
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // SumSamples reads a Prometheus text exposition (what /metrics serves) and
@@ -24,3 +28,27 @@ func SumSamples(exposition io.Reader, name string) (sum float64, found bool) {
 	}
 	return sum, found
 }
+
+// Metric reads metric name (summed over its series) from the /metrics of the
+// admin listener at baseURL.
+func Metric(ctx context.Context, baseURL, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(baseURL, "/")+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	res, err := scrapeClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		return 0, fmt.Errorf("%s/metrics: %s", baseURL, res.Status)
+	}
+	sum, found := SumSamples(res.Body, name)
+	if !found {
+		return 0, fmt.Errorf("%s/metrics: no metric %s", baseURL, name)
+	}
+	return sum, nil
+}
+
+var scrapeClient = &http.Client{Timeout: 5 * time.Second}

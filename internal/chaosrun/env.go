@@ -16,17 +16,55 @@ import (
 	"github.com/paylab/paylab/internal/supervise"
 )
 
-// Env is what every scenario of a run shares: a private PostgreSQL server, a
-// private Kafka broker and a Mailpit SMTP server, so a run never touches the
-// developer's stack and may stop and restart its servers at will.
+// Env is the local target: it starts each scenario's processes itself, as
+// supervised children restarted whenever they exit (compose's restart
+// policy), on what every scenario of a run shares: a private PostgreSQL
+// server, a private Kafka broker and a Mailpit SMTP server, so a run never
+// touches the developer's stack and may stop and restart its servers at will.
 type Env struct {
 	Bin     string // folder holding the orders, ledger and notifications binaries
 	Mailpit string // path of the Mailpit binary
 	LogDir  string
 
-	pg, kafka *localstack.Server
+	pg, kafka *localstack.Server // nil on servers the run does not own
+	adminURL  string             // PostgreSQL superuser URL
+	brokers   []string
 	smtp      string
+	prefix    string // of the databases' and topics' names
 	mailpit   *supervise.Process
+}
+
+// Deploy starts a fresh deployment configured for sc.
+func (e *Env) Deploy(ctx context.Context, sc Scenario) (*Deployment, error) {
+	return e.deploy(ctx, sc.Name, sc.opts)
+}
+
+// Shared is false: every scenario gets processes, databases and a topic of
+// its own.
+func (e *Env) Shared() bool { return false }
+
+func (e *Env) stopServer(name string) error {
+	s, err := e.server(name)
+	if err != nil {
+		return err
+	}
+	return s.Stop()
+}
+
+func (e *Env) startServer(name string) error {
+	s, err := e.server(name)
+	if err != nil {
+		return err
+	}
+	return s.Start()
+}
+
+func (e *Env) server(name string) (*localstack.Server, error) {
+	s := map[string]*localstack.Server{kafkaServer: e.kafka, postgresServer: e.pg}[name]
+	if s == nil {
+		return nil, fmt.Errorf("%s is not a server of this run's own", name)
+	}
+	return s, nil
 }
 
 // Start brings the private servers up.
@@ -52,7 +90,8 @@ func (e *Env) Start(ctx context.Context) error {
 	if err := e.kafka.Start(); err != nil {
 		return err
 	}
-	if err := migrate.Bootstrap(ctx, e.pg.AdminURL(), migrate.Defaults()); err != nil {
+	e.adminURL, e.brokers = e.pg.AdminURL(), e.kafka.Brokers()
+	if err := migrate.Bootstrap(ctx, e.adminURL, migrate.Defaults()); err != nil {
 		return err
 	}
 	smtpPort, err := localstack.FreePort()
@@ -96,7 +135,7 @@ func (e *Env) Stop() {
 // database creates a fresh, migrated database for service, owned by its role,
 // and returns its URL.
 func (e *Env) database(ctx context.Context, service, name string) (string, error) {
-	admin, err := pgx.Connect(ctx, e.pg.AdminURL())
+	admin, err := pgx.Connect(ctx, e.adminURL)
 	if err != nil {
 		return "", err
 	}
@@ -107,7 +146,7 @@ func (e *Env) database(ctx context.Context, service, name string) (string, error
 	if err := migrate.EnsureDatabase(ctx, admin, name, service, ""); err != nil {
 		return "", err
 	}
-	url, err := migrate.URL(e.pg.AdminURL(), name, service, service)
+	url, err := migrate.URL(e.adminURL, name, service, service)
 	if err != nil {
 		return "", err
 	}
@@ -119,7 +158,7 @@ func (e *Env) database(ctx context.Context, service, name string) (string, error
 
 // topic creates a topic and its dead-letter topic.
 func (e *Env) topic(name string) error {
-	admin, err := sarama.NewClusterAdmin(e.kafka.Brokers(), broker.Config("paylab-chaos"))
+	admin, err := sarama.NewClusterAdmin(e.brokers, broker.Config("paylab-chaos"))
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,8 @@
-// Package chaosrun runs paylab's chaos scenarios: it starts the services
-// against private servers, drives payments through the API with the load
-// generator, injects a fault (a crash at a step boundary, a relay killed with
-// SIGKILL, Kafka or PostgreSQL stopped), waits for the pipeline to settle and
+// Package chaosrun runs paylab's chaos scenarios: on a target (the local
+// supervisor, which starts the services against private servers, or a
+// running docker compose deployment) it drives payments through the API with
+// the load generator, injects a fault (a crash at a step boundary, a relay
+// killed, Kafka or PostgreSQL stopped), waits for the pipeline to settle and
 // reconciles the three databases. Scenarios that expect the dual-write hole
 // (naive mode, inbox off) fail when the hole does NOT show.
 package chaosrun
@@ -36,9 +37,12 @@ type Scenario struct {
 	Description string
 	opts        options
 	expect      Expect
-	// exclusive scenarios stop a server every scenario shares, so they run
-	// alone; the others run side by side.
-	exclusive bool
+	// minRelays is how many relays the scenario drives.
+	minRelays int
+	// stops names the server (kafkaServer, postgresServer) the scenario
+	// stops: every scenario of a local run shares it, so the scenario runs
+	// alone; no admin API can stop it, so compose cannot run it.
+	stops string
 	// during runs while the load runs; it returns a note for the report
 	// (such as a takeover time) and the recovery time it measured.
 	during func(ctx context.Context, d *Deployment, s Sizes) (note string, recovery time.Duration, err error)
@@ -74,8 +78,28 @@ type Result struct {
 	Note       string           `json:"note,omitempty"`
 	Pass       bool             `json:"pass"`
 	Error      string           `json:"error,omitempty"`
+	Skipped    string           `json:"skipped,omitempty"` // why the target could not run it
 	Report     reconcile.Report `json:"report"`
 	StatusCode map[string]int   `json:"status_codes,omitempty"`
+}
+
+// mode is the configuration the scenario runs, as the table shows it.
+func (sc Scenario) mode() string {
+	if !sc.opts.inboxEnabled {
+		return sc.opts.mode + ", inbox off"
+	}
+	return sc.opts.mode
+}
+
+// verdict is the table's last column.
+func (r Result) verdict() string {
+	switch {
+	case r.Skipped != "":
+		return "SKIP"
+	case r.Pass:
+		return "PASS"
+	}
+	return "FAIL"
 }
 
 // judge fills in the row's figures and verdict from the reconciliation.

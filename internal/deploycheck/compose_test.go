@@ -2,6 +2,7 @@ package deploycheck
 
 import (
 	"context"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -19,10 +20,12 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 )
 
-func loadCompose(t *testing.T) *types.Project {
+// loadCompose loads docker-compose.yml with every profile, interpolated
+// with env (KEY=VALUE) instead of the environment.
+func loadCompose(t *testing.T, env ...string) *types.Project {
 	t.Helper()
 	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "docker-compose.yml")},
-		cli.WithWorkingDirectory(root), cli.WithEnv([]string{}), cli.WithProfiles([]string{"load"}))
+		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithProfiles([]string{"load", "chaos"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,10 +53,10 @@ func binaries(t *testing.T) map[string]string {
 	return out
 }
 
-// envVars returns every environment variable a binary reads: the `env:"…"`
-// struct tags in its own packages and the module packages it imports.
-// required lists those tagged required or without a default.
-func envVars(t *testing.T, pkg string) (all, required map[string]bool) {
+// envVars returns every environment variable a binary reads, with its
+// default: the `env:"…"` struct tags in its own packages and the module
+// packages it imports. required lists those tagged required or notEmpty.
+func envVars(t *testing.T, pkg string) (all map[string]string, required map[string]bool) {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", pkg)
 	cmd.Dir = root
@@ -61,7 +64,7 @@ func envVars(t *testing.T, pkg string) (all, required map[string]bool) {
 	if err != nil {
 		t.Fatalf("go list %s: %v", pkg, err)
 	}
-	all, required = map[string]bool{}, map[string]bool{}
+	all, required = map[string]string{}, map[string]bool{}
 	for _, dir := range strings.Fields(string(out)) {
 		pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi os.FileInfo) bool {
 			return !strings.HasSuffix(fi.Name(), "_test.go")
@@ -82,7 +85,7 @@ func envVars(t *testing.T, pkg string) (all, required map[string]bool) {
 					return true
 				}
 				name, opts, _ := strings.Cut(name, ",")
-				all[name] = true
+				all[name] = tag.Get("envDefault")
 				if strings.Contains(opts, "required") || strings.Contains(opts, "notEmpty") {
 					required[name] = true
 				}
@@ -96,7 +99,7 @@ func envVars(t *testing.T, pkg string) (all, required map[string]bool) {
 func TestComposeServices(t *testing.T) {
 	t.Parallel()
 	project := loadCompose(t)
-	want := []string{"postgres", "kafka", "init", "orders", "relay", "ledger", "notifications", "mailpit", "k6"}
+	want := []string{"postgres", "kafka", "init", "orders", "relay", "ledger", "notifications", "mailpit", "k6", "chaos"}
 	for _, name := range want {
 		if _, ok := project.Services[name]; !ok {
 			t.Errorf("service %s is missing from docker-compose.yml", name)
@@ -108,6 +111,15 @@ func TestComposeServices(t *testing.T) {
 	if k6 := project.Services["k6"]; !slices.Contains(k6.Profiles, "load") {
 		t.Error("k6 must sit under the load profile")
 	}
+	if chaos := project.Services["chaos"]; !slices.Contains(chaos.Profiles, "chaos") {
+		t.Error("chaos must sit under the chaos profile: docker compose up must not run it")
+	}
+}
+
+// oneShot tells the jobs that run once and exit (init, the chaos runner)
+// from the long-running services.
+func oneShot(name string, svc types.ServiceConfig) bool {
+	return name == "init" || slices.Contains(svc.Profiles, "chaos")
 }
 
 // Every paylab container runs a binary the Dockerfile builds, with a
@@ -118,7 +130,7 @@ func TestComposeMatchesBinaries(t *testing.T) {
 	project := loadCompose(t)
 	bins := binaries(t)
 	subcommands := map[string][]string{
-		"paylab": {"init", "migrate", "topics", "load", "probe"},
+		"paylab": {"init", "migrate", "topics", "load", "probe", "chaos"},
 		"orders": {"relay"},
 	}
 	checked := 0
@@ -127,24 +139,25 @@ func TestComposeMatchesBinaries(t *testing.T) {
 			continue
 		}
 		checked++
-		if len(svc.Command) == 0 {
+		command := append(slices.Clone(svc.Entrypoint), svc.Command...)
+		if len(command) == 0 {
 			t.Errorf("%s: no command", name)
 			continue
 		}
-		pkg, ok := bins[svc.Command[0]]
+		pkg, ok := bins[command[0]]
 		if !ok {
-			t.Errorf("%s: command %q is not a binary the Dockerfile builds (%v)", name, svc.Command[0], bins)
+			t.Errorf("%s: command %q is not a binary the Dockerfile builds (%v)", name, command[0], bins)
 			continue
 		}
-		if len(svc.Command) > 1 && !slices.Contains(subcommands[svc.Command[0]], svc.Command[1]) {
-			t.Errorf("%s: %s has no subcommand %q", name, svc.Command[0], svc.Command[1])
+		if len(command) > 1 && !slices.Contains(subcommands[command[0]], command[1]) {
+			t.Errorf("%s: %s has no subcommand %q", name, command[0], command[1])
 		}
 		all, required := envVars(t, pkg)
 		for key := range svc.Environment {
 			if strings.HasPrefix(key, "OTEL_") {
 				continue // read by the OpenTelemetry SDK itself (internal/telemetry)
 			}
-			if !all[key] {
+			if _, ok := all[key]; !ok {
 				t.Errorf("%s: sets %s, which %s never reads", name, key, pkg)
 			}
 		}
@@ -153,7 +166,12 @@ func TestComposeMatchesBinaries(t *testing.T) {
 				t.Errorf("%s: %s requires %s, which compose does not set", name, pkg, key)
 			}
 		}
-		if name != "init" {
+		switch {
+		case oneShot(name, svc):
+			if svc.Restart != "no" {
+				t.Errorf("%s: restart %q; a one-shot job must not run again", name, svc.Restart)
+			}
+		default:
 			if svc.Restart != "unless-stopped" && svc.Restart != "always" {
 				t.Errorf("%s: restart %q; crashed services must come back", name, svc.Restart)
 			}
@@ -167,6 +185,21 @@ func TestComposeMatchesBinaries(t *testing.T) {
 	}
 }
 
+// listenPort is the port of the listener address a service sets in key
+// (HTTP_ADDR, ADMIN_ADDR); ok is false when it sets none.
+func listenPort(svc types.ServiceConfig, key string) (port uint32, ok bool, err error) {
+	v := svc.Environment[key]
+	if v == nil {
+		return 0, false, nil
+	}
+	_, p, _ := strings.Cut(*v, ":")
+	n, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return 0, true, fmt.Errorf("%s=%q has no port", key, *v)
+	}
+	return uint32(n), true, nil
+}
+
 // Listener addresses, published ports and health checks agree.
 func TestComposePorts(t *testing.T) {
 	t.Parallel()
@@ -177,17 +210,13 @@ func TestComposePorts(t *testing.T) {
 		}
 		listens := map[uint32]bool{}
 		for _, key := range []string{"HTTP_ADDR", "ADMIN_ADDR"} {
-			v, ok := svc.Environment[key]
-			if !ok || v == nil {
-				continue
-			}
-			_, port, _ := strings.Cut(*v, ":")
-			p, err := strconv.ParseUint(port, 10, 16)
+			p, ok, err := listenPort(svc, key)
 			if err != nil {
-				t.Errorf("%s: %s=%q has no port", name, key, *v)
-				continue
+				t.Errorf("%s: %v", name, err)
 			}
-			listens[uint32(p)] = true
+			if ok && err == nil {
+				listens[p] = true
+			}
 		}
 		for _, p := range svc.Ports {
 			if !listens[p.Target] {

@@ -98,21 +98,28 @@ func (p *Process) WaitReady(ctx context.Context) error {
 	if p.ReadyURL == "" {
 		return nil
 	}
+	return WaitReady(ctx, p.Name, p.ReadyURL)
+}
+
+// WaitReady polls url, the readiness endpoint of the process called name,
+// until it answers 2xx or ctx ends.
+func WaitReady(ctx context.Context, name, url string) error {
 	client := &http.Client{Timeout: time.Second}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		res, err := client.Get(p.ReadyURL)
+		res, err := client.Get(url)
 		if err == nil {
 			_, _ = io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 			if res.StatusCode/100 == 2 {
 				return nil
 			}
+			err = fmt.Errorf("%s", res.Status)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready at %s: %w", p.Name, p.ReadyURL, errors.Join(ctx.Err(), err))
+			return fmt.Errorf("%s not ready at %s: %w", name, url, errors.Join(ctx.Err(), err))
 		case <-tick.C:
 		}
 	}

@@ -1,0 +1,43 @@
+package deploycheck
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Every setting .env.example documents is read by a binary, read by the
+// OpenTelemetry SDK the binaries set up (OTEL_*), or interpolated by docker
+// compose.
+func TestDotEnvExampleNamesRealSettings(t *testing.T) {
+	t.Parallel()
+	example, err := os.ReadFile(filepath.Join(root, ".env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compose, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\$\{([A-Z0-9_]+)`).FindAllSubmatch(compose, -1) {
+		known[string(m[1])] = true
+	}
+	for _, pkg := range binaries(t) {
+		all, _ := envVars(t, pkg)
+		for name := range all {
+			known[name] = true
+		}
+	}
+	names := regexp.MustCompile(`(?m)^# ([A-Z][A-Z0-9_]+)=`).FindAllSubmatch(example, -1)
+	if len(names) < 10 {
+		t.Fatalf("only %d settings found in .env.example", len(names))
+	}
+	for _, m := range names {
+		if name := string(m[1]); !known[name] && !strings.HasPrefix(name, "OTEL_") {
+			t.Errorf(".env.example documents %s, which nothing reads", m[1])
+		}
+	}
+}
