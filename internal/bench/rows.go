@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paylab/paylab/pkg/outbox"
@@ -133,9 +134,33 @@ func notes(st Stages, s Sizes) []string {
 		"B3: a consumer group marking offsets as the inbox does, nothing else; S3: the ledger binary (inbox on, defaults) on the same topic, from its inbox's processed_at, for at most "+s.ConsumeWindow.String()+" of its run.",
 		fmt.Sprintf("S4: the orders API and ledger binaries and one relay; payments at 50%% of S1's best rate (open model, paylab load) for %s; commit → applied = ledger journal entry created_at − outbox created_at, both on the database clock; polling only refuses the relay's LISTEN connection, leaving its %s poll.", s.E2EDuration, outbox.DefaultPollInterval),
 	)
+	for _, r := range st.S4 {
+		n = append(n, overload("S4", r, st.S3.PerSecond)...)
+	}
+	for _, r := range st.S5.S4 {
+		n = append(n, overload("S5", r, st.S3.PerSecond)...)
+	}
 	if st.S5.History > 0 {
 		n = append(n, fmt.Sprintf("S5: %d dispatched outbox rows and %d processed inbox rows (with their orders' sequences), seeded, vacuumed and checkpointed in %.0fs, before S2 and S4 run again.",
 			st.S5.History, st.S5.History, st.S5.SeedSeconds))
 	}
 	return n
+}
+
+// overload notes an S4 run whose rate the system could not sustain on this
+// machine: its latencies then measure a queue that grows for as long as the
+// load lasts, not a steady state.
+func overload(stage string, r E2EResult, ledgerRate float64) []string {
+	var why []string
+	if float64(r.Rate) > ledgerRate && ledgerRate > 0 {
+		why = append(why, fmt.Sprintf("%d/s is more than the ledger alone processes (S3: %.0f/s)", r.Rate, ledgerRate))
+	}
+	if r.API.N > r.Payments {
+		why = append(why, fmt.Sprintf("the API captured %d of %d payments (%v; p50 %s)", r.Payments, r.API.N, r.StatusCodes, fmtMillis(&r.API.P50)))
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("  %s %s is overloaded: %s — its latencies measure a queue growing while the load lasts, not a steady state.",
+		stage, r.Mode, strings.Join(why, "; "))}
 }
