@@ -82,6 +82,10 @@ lint: verify ## alias of verify
 
 ## ---- tests ----
 
+.PHONY: bench
+bench: env-up build ## measure each stage against a raw baseline, as ratios (about 10 minutes; JSON in results/)
+	@bin/paylab bench
+
 .PHONY: bench-consumers
 bench-consumers: env-up ## measure the ledger's consumer throughput on a pre-filled topic of 100 000 events (slow)
 	@PAYLAB_THROUGHPUT=1 go test -count=1 -timeout 90m -v -run '^TestThroughput$$' ./services/ledger/

@@ -7,6 +7,7 @@
 //	paylab probe     GET a URL, exit 0 on 2xx (container health checks)
 //	paylab verify    reconcile orders, ledger and notifications; non-zero on violations
 //	paylab chaos     run the chaos scenarios (naive vs outbox+inbox under faults)
+//	paylab bench     measure each stage against a raw baseline, as ratios
 package main
 
 import (
@@ -36,6 +37,9 @@ commands:
             [--target local|compose]: faults under load, against private
             servers (local) or a running docker compose deployment over its
             admin APIs (compose); a table of what each one cost
+  bench     bench [--quick] [--json] [--out DIR]: each stage of the system against
+            a raw baseline (capture, produce, relay, consume, end to end, growth),
+            on the stack; a table of figures and ratios, and a JSON report
 
 Settings come from the environment; see the README's configuration table.
 `
@@ -74,6 +78,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runLoad(ctx, args[1:], out)
 	case "chaos":
 		return runChaos(ctx, args[1:], out)
+	case "bench":
+		return runBench(ctx, args[1:], out)
 	case "verify":
 		return runVerify(ctx, args[1:], out)
 	case "probe":

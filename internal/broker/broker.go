@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -40,6 +41,16 @@ func ProducerConfig(clientID string) *sarama.Config {
 	cfg.Net.MaxOpenRequests = 1
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Return.Errors = true
+	return cfg
+}
+
+// RelayProducerConfig is the outbox relay's producer: ProducerConfig, with
+// sarama giving up on a message well inside the relay's publish timeout (half
+// the lease TTL), so an unacknowledged send is not still retried by the
+// producer when another relay takes the event over.
+func RelayProducerConfig(clientID string, leaseTTL time.Duration) *sarama.Config {
+	cfg := ProducerConfig(clientID)
+	cfg.Producer.Timeout = min(10*time.Second, leaseTTL/4)
 	return cfg
 }
 

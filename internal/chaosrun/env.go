@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/paylab/paylab/internal/broker"
 	"github.com/paylab/paylab/internal/localstack"
@@ -135,25 +134,7 @@ func (e *Env) Stop() {
 // database creates a fresh, migrated database for service, owned by its role,
 // and returns its URL.
 func (e *Env) database(ctx context.Context, service, name string) (string, error) {
-	admin, err := pgx.Connect(ctx, e.adminURL)
-	if err != nil {
-		return "", err
-	}
-	defer admin.Close(context.WithoutCancel(ctx))
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return "", err
-	}
-	if err := migrate.EnsureDatabase(ctx, admin, name, service, ""); err != nil {
-		return "", err
-	}
-	url, err := migrate.URL(e.adminURL, name, service, service)
-	if err != nil {
-		return "", err
-	}
-	if _, err := migrate.Up(ctx, url, service); err != nil {
-		return "", err
-	}
-	return url, nil
+	return migrate.Fresh(ctx, e.adminURL, name, service, service, service)
 }
 
 // topic creates a topic and its dead-letter topic.

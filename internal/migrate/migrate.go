@@ -114,6 +114,41 @@ func EnsureDatabase(ctx context.Context, conn *pgx.Conn, name, owner, template s
 	return nil
 }
 
+// Fresh creates database name from scratch — dropping any database of that
+// name first, with its sessions — owned by role, applies the migrations of
+// kind (orders, ledger or notifications) and returns a URL that connects to it
+// as role with password. The role must exist (EnsureRole). Benchmarks and
+// scenario runs use it for databases of their own.
+func Fresh(ctx context.Context, adminURL, name, kind, role, password string) (string, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", fmt.Errorf("connecting as admin: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := Drop(ctx, conn, name); err != nil {
+		return "", err
+	}
+	if err := EnsureDatabase(ctx, conn, name, role, ""); err != nil {
+		return "", err
+	}
+	dbURL, err := URL(adminURL, name, role, password)
+	if err != nil {
+		return "", err
+	}
+	if _, err := Up(ctx, dbURL, kind); err != nil {
+		return "", err
+	}
+	return dbURL, nil
+}
+
+// Drop drops database name if it exists, disconnecting its sessions.
+func Drop(ctx context.Context, conn *pgx.Conn, name string) error {
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("dropping database %s: %w", name, err)
+	}
+	return nil
+}
+
 // Up applies the pending migrations of database to the database at dbURL
 // and returns the resulting schema version. Concurrent callers are serialised
 // by a PostgreSQL session lock.

@@ -111,8 +111,8 @@ func DropDatabase(t testing.TB, name string) {
 		return
 	}
 	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		t.Errorf("testenv: dropping %s: %v", name, err)
+	if err := migrate.Drop(ctx, admin, name); err != nil {
+		t.Errorf("testenv: %v", err)
 	}
 }
 
@@ -142,7 +142,7 @@ func template(ctx context.Context, admin *pgx.Conn, db migrate.Database) (string
 		return "", fmt.Errorf("bootstrapping %s: %w", db.Name, err)
 	}
 	building := name + "_build"
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{building}.Sanitize()+" WITH (FORCE)"); err != nil {
+	if err := migrate.Drop(ctx, admin, building); err != nil {
 		return "", err
 	}
 	if err := migrate.EnsureDatabase(ctx, admin, building, db.Role, ""); err != nil {

@@ -126,11 +126,7 @@ func Run(ctx context.Context, log *slog.Logger) error {
 // connectKafka connects to the brokers, retrying until they answer or ctx
 // ends: a relay started while Kafka is down waits for it.
 func connectKafka(ctx context.Context, log *slog.Logger, cfg Config) (sarama.Client, error) {
-	kcfg := broker.ProducerConfig("paylab-orders-relay")
-	// Sarama gives up on a message well inside the relay's publish timeout
-	// (half the lease), so an unacknowledged send is not still retried by
-	// the producer when another relay takes the event over.
-	kcfg.Producer.Timeout = min(10*time.Second, cfg.LeaseTTL/4)
+	kcfg := broker.RelayProducerConfig("paylab-orders-relay", cfg.LeaseTTL)
 	backoff := 500 * time.Millisecond
 	for {
 		client, err := sarama.NewClient(broker.SplitBrokers(cfg.KafkaBrokers), kcfg)

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/paylab/paylab/internal/bench"
+	"github.com/paylab/paylab/internal/broker"
+)
+
+// runBench: paylab bench [--quick] [--json] [--out DIR] [--bin DIR] [--keep] [--logs DIR]
+func runBench(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	quick := fs.Bool("quick", false, "tiny sizes: every stage in well under a minute (checks the harness, not the system)")
+	asJSON := fs.Bool("json", false, "print the report as JSON instead of the table (progress goes to stderr)")
+	outDir := fs.String("out", "results", "folder the JSON report is written to")
+	exe, _ := os.Executable()
+	bin := fs.String("bin", filepath.Dir(exe), "folder with the orders and ledger binaries (make build)")
+	keep := fs.Bool("keep", false, "keep the run's databases, role and topics")
+	logs := fs.String("logs", "", "folder for the child processes' logs (default: a temporary folder)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		return errUsage
+	}
+	setup, err := loadSetupConfig()
+	if err != nil {
+		return err
+	}
+	cfg := bench.Config{
+		Bin: *bin, AdminURL: setup.AdminDatabaseURL, Brokers: broker.SplitBrokers(setup.KafkaBrokers),
+		Sizes: bench.Full, Log: out, LogDir: *logs, Keep: *keep,
+	}
+	if *quick {
+		cfg.Sizes = bench.Quick
+	}
+	if *asJSON {
+		cfg.Log = os.Stderr
+	}
+	rep, runErr := bench.Run(ctx, cfg)
+	path, err := writeReport(*outDir, rep)
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(out)
+		rep.Table(out)
+		fmt.Fprintf(out, "report: %s\n", path)
+	}
+	return runErr
+}
+
+// writeReport writes rep as dir/bench-<start time>.json.
+func writeReport(dir string, rep bench.Report) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "bench-"+rep.Started.Format("20060102T150405Z")+".json")
+	return path, os.WriteFile(path, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paylab/paylab/internal/bench"
+	"github.com/paylab/paylab/internal/localstack"
+	"github.com/paylab/paylab/internal/testenv"
+)
+
+// paylab bench --quick runs every stage of the harness on the stack, against
+// the real binaries: each stage measures something, the table has every row
+// and a verdict for every target, the JSON report on disk says the same,
+// and the run leaves no database or role behind.
+func TestBenchQuick(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+string(os.PathSeparator), "./services/orders", "./services/ledger")
+	build.Dir = localstack.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the services: %v\n%s", err, out)
+	}
+	results := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, []string{"bench", "--quick", "--bin", bin, "--out", results}, &out); err != nil {
+		t.Fatalf("paylab bench --quick: %v\n%s", err, out.String())
+	}
+	printed := out.String()
+
+	files, _ := filepath.Glob(filepath.Join(results, "bench-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("report files %v, want one\n%s", files, printed)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+
+	st := rep.Stages
+	positive := map[string]float64{
+		"B1 c=8": st.B1[0].PerSecond, "B1 c=32": st.B1[1].PerSecond, "S1 c=8": st.S1[0].PerSecond, "S1 c=32": st.S1[1].PerSecond,
+		"B2": st.B2.PerSecond, "S2 1 relay": st.S2[0].PerSecond, "S2 3 relays": st.S2[1].PerSecond,
+		"B3": st.B3.PerSecond, "S3": st.S3.PerSecond, "S5 S2": st.S5.S2.PerSecond,
+		"S2 statements per batch": st.S2[0].Statements.PerBatch,
+	}
+	for _, r := range append(st.S4, st.S5.S4...) {
+		positive["S4 "+r.Mode+" payments"] = float64(r.Payments)
+		positive["S4 "+r.Mode+" p50"] = float64(r.Applied.P50)
+		if r.Applied.Missing > 0 {
+			t.Errorf("S4 %s: %d payments never reached the ledger", r.Mode, r.Applied.Missing)
+		}
+	}
+	for what, v := range positive {
+		if v <= 0 {
+			t.Errorf("%s = %v, want > 0", what, v)
+		}
+	}
+	if st.S2[0].Relays != 1 || st.S2[1].Relays != 3 || st.S2[0].Events != rep.Sizes.Backlog {
+		t.Errorf("S2 runs %+v", st.S2)
+	}
+	if len(st.S4) != 2 || st.S4[0].Listens != 1 || st.S4[1].Listens != 0 {
+		t.Errorf("S4 runs: LISTEN statements %+v, want 1 with LISTEN/NOTIFY and 0 polling only", st.S4)
+	}
+	if rep.Machine.Cores < 1 || rep.Machine.Go == "" || rep.Machine.PostgreSQL == "" || rep.Machine.SynchronousCommit != "on" {
+		t.Errorf("machine %+v", rep.Machine)
+	}
+
+	targets := 0
+	for _, row := range rep.Rows {
+		if !strings.Contains(printed, row.What) {
+			t.Errorf("row %q is not in the table", row.What)
+		}
+		if row.Target != "" {
+			targets++
+			if row.Verdict != bench.Pass && row.Verdict != bench.Miss {
+				t.Errorf("row %q has target %q and verdict %q", row.What, row.Target, row.Verdict)
+			}
+		}
+	}
+	// S1, S2/B2, 3 relays, statements ×2, S3, S4 ×2, S5 ×3.
+	if targets != 11 {
+		t.Errorf("%d rows with a target, want 11", targets)
+	}
+	for _, want := range []string{"targets:", "machine:", "report: " + files[0]} {
+		if !strings.Contains(printed, want) {
+			t.Errorf("the output lacks %q:\n%s", want, printed)
+		}
+	}
+
+	m := regexp.MustCompile(`bench: run ([0-9a-f]+) `).FindStringSubmatch(printed)
+	if m == nil {
+		t.Fatalf("no run id in\n%s", printed)
+	}
+	admin, err := pgx.Connect(ctx, testenv.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	var left int
+	if err := admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_database WHERE datname LIKE 'bench\_' || $1 || '%')
+		+ (SELECT count(*) FROM pg_roles WHERE rolname = 'paylab_bench_' || $1)`, m[1]).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("the run left %d databases or roles behind", left)
+	}
+	kafka, err := sarama.NewClusterAdmin(testenv.Brokers(), testenv.KafkaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kafka.Close()
+	testenv.Eventually(t, 20*time.Second, "the run's topics deleted", func() bool {
+		topics, err := kafka.ListTopics()
+		if err != nil {
+			return false
+		}
+		for name := range topics {
+			if strings.HasPrefix(name, "paylab-bench-"+m[1]) {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -1,0 +1,65 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Sizes are how much a run does. Full is `paylab bench`; Quick is a tiny
+// run that exercises every stage in well under a minute (the harness's own
+// test).
+type Sizes struct {
+	Name            string        `json:"name"`
+	Concurrency     []int         `json:"concurrency"`       // B1 and S1: closed-loop workers
+	Warmup          time.Duration `json:"warmup_ns"`         // B1 and S1: not measured
+	CaptureDuration time.Duration `json:"capture_ns"`        // B1 and S1: measured, per concurrency
+	Backlog         int           `json:"backlog"`           // S2 (and B2, B3, S3): events
+	ConsumeWindow   time.Duration `json:"consume_window_ns"` // S3: the ledger's measured window at most
+	E2EDuration     time.Duration `json:"e2e_ns"`            // S4: load per mode
+	Settle          time.Duration `json:"settle_ns"`         // S4: longest wait for the ledger to catch up
+	History         int           `json:"history"`           // S5: dispatched outbox rows and processed inbox rows
+}
+
+// Full and Quick are the two sizes `paylab bench` knows.
+var (
+	Full = Sizes{
+		Name: "full", Concurrency: []int{8, 32}, Warmup: 2 * time.Second, CaptureDuration: 10 * time.Second,
+		Backlog: 100_000, ConsumeWindow: 30 * time.Second, E2EDuration: 20 * time.Second, Settle: 90 * time.Second,
+		History: 5_000_000,
+	}
+	Quick = Sizes{
+		Name: "quick", Concurrency: []int{8, 32}, Warmup: 200 * time.Millisecond, CaptureDuration: time.Second,
+		Backlog: 2000, ConsumeWindow: 2 * time.Second, E2EDuration: 2 * time.Second, Settle: 30 * time.Second,
+		History: 20_000,
+	}
+)
+
+// Config is one run.
+type Config struct {
+	Bin      string    // folder holding the orders and ledger binaries
+	AdminURL string    // a PostgreSQL role that may create roles and databases
+	Brokers  []string  // Kafka bootstrap servers
+	Sizes    Sizes     //
+	Log      io.Writer // progress; nil discards
+	LogDir   string    // the child processes' logs; default: a temporary folder
+	Keep     bool      // keep the run's databases, role and topics
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Bin == "":
+		return errors.New("bench: no folder of binaries")
+	case c.AdminURL == "":
+		return errors.New("bench: no PostgreSQL admin URL")
+	case len(c.Brokers) == 0:
+		return errors.New("bench: no Kafka brokers")
+	case len(c.Sizes.Concurrency) == 0 || c.Sizes.Backlog < 2 || c.Sizes.History < 1:
+		return fmt.Errorf("bench: sizes %q are incomplete", c.Sizes.Name)
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return nil
+}

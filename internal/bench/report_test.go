@@ -1,0 +1,137 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSummarizeCountsMissingSamplesAsSlowest(t *testing.T) {
+	t.Parallel()
+	var samples []time.Duration
+	for i := 1; i <= 100; i++ {
+		samples = append(samples, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name          string
+		missing       int
+		p50, p99, max float64
+	}{
+		{name: "all completed", missing: 0, p50: 50, p99: 99, max: 100},
+		{name: "one missing", missing: 1, p50: 51, p99: 100, max: math.Inf(1)},
+		{name: "two missing", missing: 2, p50: 51, p99: math.Inf(1), max: math.Inf(1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := summarize(samples, tc.missing)
+			if float64(l.P50) != tc.p50 || float64(l.P99) != tc.p99 || float64(l.Max) != tc.max || l.N != 100+tc.missing {
+				t.Errorf("summarize = %+v, want p50 %v p99 %v max %v", l, tc.p50, tc.p99, tc.max)
+			}
+		})
+	}
+	if l := summarize(nil, 0); l.N != 0 || l.P99 != 0 {
+		t.Errorf("summarize(nil) = %+v", l)
+	}
+}
+
+func TestMillisJSONHoldsInfinity(t *testing.T) {
+	t.Parallel()
+	in := Latency{N: 3, Missing: 1, P50: 12.5, P99: Millis(math.Inf(1)), Max: Millis(math.Inf(1))}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"p99_ms":null`) || !strings.Contains(string(b), `"p50_ms":12.500`) {
+		t.Errorf("JSON %s", b)
+	}
+	var out Latency
+	if err := json.Unmarshal(b, &out); err != nil || out != in {
+		t.Errorf("round trip: %+v, %v", out, err)
+	}
+}
+
+func TestStatementNames(t *testing.T) {
+	t.Parallel()
+	for sql, want := range map[string]string{
+		"-- name: ClaimBatch :many\n-- Leases …\nWITH candidates AS (": "ClaimBatch",
+		"  -- name: PendingStats :one\nSELECT":                         "PendingStats",
+		`LISTEN "paylab_outbox"`:                                       "LISTEN",
+		"select 1":                                                     "SELECT",
+		"":                                                             "(empty)",
+	} {
+		if got := statementName(sql); got != want {
+			t.Errorf("statementName(%q) = %q, want %q", sql, got, want)
+		}
+	}
+}
+
+func TestStatementsPerBatchLeaveOutBackgroundAndIdleClaims(t *testing.T) {
+	t.Parallel()
+	s := newStatements()
+	s.byName = map[string]int{stmtClaim: 10, stmtComplete: 10, stmtClaimEmpty: 4, "PendingStats": 3, "LISTEN": 1, "DeleteDispatched": 2}
+	c := s.counts(5000)
+	if c.Total != 30 || c.Batches != 10 || c.PerBatch != 2 || c.PerBatchAll != 3 || c.PerEvent != 0.006 {
+		t.Errorf("counts = %+v", c)
+	}
+	// A third statement per batch shows.
+	s.byName["UPDATE"] = 10
+	if c := s.counts(5000); c.PerBatch != 3 {
+		t.Errorf("with an extra statement per batch: %+v", c)
+	}
+}
+
+// The verdicts follow the targets, both ways.
+func TestRowsJudgeTheTargets(t *testing.T) {
+	t.Parallel()
+	good := Stages{
+		B1: []CaptureResult{{Concurrency: 8, PerSecond: 1000}, {Concurrency: 32, PerSecond: 1000}},
+		S1: []CaptureResult{{Concurrency: 8, PerSecond: 100}, {Concurrency: 32, PerSecond: 800}},
+		B2: ProduceResult{PerSecond: 10000},
+		S2: []DrainResult{
+			{Relays: 1, PerSecond: 6000, Statements: StatementCounts{Batches: 10, PerBatch: 2}},
+			{Relays: 3, PerSecond: 6000, Statements: StatementCounts{Batches: 10, PerBatch: 2}},
+		},
+		B3: ConsumeResult{PerSecond: 1000}, S3: ConsumeResult{PerSecond: 600},
+		S4: []E2EResult{{Mode: modeNotify, Listens: 1, Applied: Latency{P99: 40}}, {Mode: modePolling, Applied: Latency{P99: 1040}}},
+		S5: Growth{History: 10, S2: DrainResult{Relays: 1, PerSecond: 5500},
+			S4: []E2EResult{{Mode: modeNotify, Applied: Latency{P99: 44}}, {Mode: modePolling, Applied: Latency{P99: 1100}}}},
+	}
+	bad := good
+	bad.S1 = []CaptureResult{{Concurrency: 8, PerSecond: 100}, {Concurrency: 32, PerSecond: 700}}
+	bad.S2 = []DrainResult{
+		{Relays: 1, PerSecond: 4000, Statements: StatementCounts{Batches: 10, PerBatch: 2.1}},
+		{Relays: 3, PerSecond: 3900, Statements: StatementCounts{Batches: 10, PerBatch: 2}},
+	}
+	bad.S3 = ConsumeResult{PerSecond: 400}
+	bad.S4 = []E2EResult{{Mode: modeNotify, Listens: 1, Applied: Latency{P99: 51}}, {Mode: modePolling, Applied: Latency{P99: Millis(math.Inf(1))}}}
+	bad.S5.S2.PerSecond = 3500
+	bad.S5.S4 = []E2EResult{{Mode: modeNotify, Applied: Latency{P99: 57}}, {Mode: modePolling, Applied: Latency{P99: 1200}}}
+
+	verdicts := func(st Stages) (pass, miss int, table string) {
+		r := Report{Rows: rows(st, Full)}
+		var b bytes.Buffer
+		r.Table(&b)
+		for _, row := range r.Rows {
+			switch row.Verdict {
+			case Pass:
+				pass++
+			case Miss:
+				miss++
+			}
+		}
+		return pass, miss, b.String()
+	}
+	// S1, S2/B2, 3 relays, 2 statement rows, S3, 2×S4, S5 S2, 2×S5 S4.
+	if pass, miss, table := verdicts(good); pass != 11 || miss != 0 {
+		t.Errorf("good figures: %d pass, %d miss\n%s", pass, miss, table)
+	}
+	pass, miss, table := verdicts(bad)
+	if pass != 1 || miss != 10 { // only the 3-relay statements still pass
+		t.Errorf("bad figures: %d pass, %d miss\n%s", pass, miss, table)
+	}
+	if !strings.Contains(table, "never") {
+		t.Errorf("an infinite p99 is not shown as never:\n%s", table)
+	}
+}

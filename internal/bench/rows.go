@@ -1,0 +1,166 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/paylab/paylab/pkg/outbox"
+)
+
+// The targets (ratios from one run). A miss is reported, never hidden, and
+// does not fail the run.
+const (
+	targetCapture    = 0.75 // S1/B1 at the highest concurrency
+	targetDrain      = 0.5  // S2 (1 relay)/B2
+	targetRelays     = 1.0  // S2 3 relays / 1 relay: no slower
+	targetStatements = 2.0  // per batch
+	targetConsume    = 0.5  // S3/B3
+	targetGrowth     = 0.10 // S5: what history may cost
+)
+
+// Latency targets of S4 (p99 of commit → applied).
+var (
+	targetNotify  = 50 * time.Millisecond
+	targetPolling = outbox.DefaultPollInterval + 50*time.Millisecond
+)
+
+// rows builds the table from the stages.
+func rows(st Stages, s Sizes) []Row {
+	var out []Row
+	top := len(s.Concurrency) - 1
+	for i, b := range st.B1 {
+		out = append(out, Row{Stage: "B1", What: fmt.Sprintf("raw capture SQL (pgx pool), concurrency %d", b.Concurrency),
+			Figure: rate(b.PerSecond, "tx/s"), P50: ptr(b.Latency.P50), P99: ptr(b.Latency.P99), Max: ptr(b.Latency.Max)})
+		if i >= len(st.S1) {
+			continue
+		}
+		h := st.S1[i]
+		row := Row{Stage: "S1", What: fmt.Sprintf("POST /v1/payments (orders API), concurrency %d", h.Concurrency),
+			Figure: rate(h.PerSecond, "req/s"), P50: ptr(h.Latency.P50), P99: ptr(h.Latency.P99), Max: ptr(h.Latency.Max),
+			Baseline: fmt.Sprintf("B1 c=%d", b.Concurrency), Ratio: ratio(h.PerSecond, b.PerSecond)}
+		if i == top {
+			row.Target = fmt.Sprintf("≥ %.2f", targetCapture)
+			row.Verdict = verdict(row.Ratio != nil && *row.Ratio >= targetCapture)
+		}
+		out = append(out, row)
+	}
+	out = append(out, Row{Stage: "B2", What: "raw produce (relay's producer settings and messages)", Figure: rate(st.B2.PerSecond, "events/s")})
+	var one DrainResult
+	for _, d := range st.S2 {
+		row := Row{Stage: "S2", What: fmt.Sprintf("relay drain of %d events, %s", d.Events, relaysN(d.Relays)),
+			Figure: rate(d.PerSecond, "events/s")}
+		if d.Relays == 1 {
+			one = d
+			row.Baseline, row.Ratio, row.Target = "B2", ratio(d.PerSecond, st.B2.PerSecond), fmt.Sprintf("≥ %.2f", targetDrain)
+			row.Verdict = verdict(row.Ratio != nil && *row.Ratio >= targetDrain)
+		} else if one.Relays == 1 {
+			row.Baseline, row.Ratio, row.Target = "S2 1 relay", ratio(d.PerSecond, one.PerSecond), "≥ 1.00 (no slower)"
+			row.Verdict = verdict(row.Ratio != nil && *row.Ratio >= targetRelays)
+		}
+		out = append(out, row)
+	}
+	for _, d := range st.S2 {
+		c := d.Statements
+		out = append(out, Row{Stage: "S2", What: "PostgreSQL statements, " + relaysN(d.Relays),
+			Figure: fmt.Sprintf("%.2f per batch (%.2f with idle polls and gauges), %.4f per event", c.PerBatch, c.PerBatchAll, c.PerEvent),
+			Target: fmt.Sprintf("≤ %.0f per batch", targetStatements), Verdict: verdict(c.Batches > 0 && c.PerBatch <= targetStatements)})
+	}
+	out = append(out, Row{Stage: "B3", What: "raw consumer group", Figure: rate(st.B3.PerSecond, "events/s")})
+	s3 := Row{Stage: "S3", What: "ledger through the inbox", Figure: rate(st.S3.PerSecond, "events/s"),
+		Baseline: "B3", Ratio: ratio(st.S3.PerSecond, st.B3.PerSecond), Target: fmt.Sprintf("≥ %.2f", targetConsume)}
+	s3.Verdict = verdict(s3.Ratio != nil && *s3.Ratio >= targetConsume)
+	out = append(out, s3)
+	for _, r := range st.S4 {
+		out = append(out, e2eRow("S4", "commit → ledger applied, "+r.Mode, r, nil))
+		p := r.Published
+		out = append(out, Row{Stage: "S4", What: "  of which commit → published (relay), " + r.Mode, Figure: "-",
+			P50: ptr(p.P50), P99: ptr(p.P99), Max: ptr(p.Max)})
+	}
+	if st.S5.History > 0 {
+		g := st.S5
+		row := Row{Stage: "S5", What: fmt.Sprintf("S2 with %d rows of history, 1 relay", g.History),
+			Figure: rate(g.S2.PerSecond, "events/s"), Baseline: "S2 1 relay", Ratio: ratio(g.S2.PerSecond, one.PerSecond),
+			Target: fmt.Sprintf("≥ %.2f", 1-targetGrowth)}
+		row.Verdict = verdict(row.Ratio != nil && *row.Ratio >= 1-targetGrowth)
+		out = append(out, row)
+		for i, r := range g.S4 {
+			var base *E2EResult
+			if i < len(st.S4) {
+				base = &st.S4[i]
+			}
+			out = append(out, e2eRow("S5", fmt.Sprintf("S4 with history, %s", r.Mode), r, base))
+		}
+	}
+	return out
+}
+
+// e2eRow is an S4 row; with base, the S5 row comparing its p99 to base's.
+func e2eRow(stage, what string, r E2EResult, base *E2EResult) Row {
+	a := r.Applied
+	row := Row{Stage: stage, What: what, Figure: fmt.Sprintf("%d payments at %d/s", r.Payments, r.Rate),
+		P50: ptr(a.P50), P99: ptr(a.P99), Max: ptr(a.Max)}
+	switch {
+	case base != nil:
+		row.Baseline = "S4 " + base.Mode + " p99"
+		if r := ratio(float64(a.P99), float64(base.Applied.P99)); r != nil {
+			row.Ratio = r
+		}
+		row.Target = fmt.Sprintf("≤ %.2f", 1+targetGrowth)
+		row.Verdict = verdict(row.Ratio != nil && *row.Ratio <= 1+targetGrowth)
+	case r.Mode == modeNotify:
+		row.Target = fmt.Sprintf("p99 ≤ %s", targetNotify)
+		row.Verdict = verdict(float64(a.P99) <= float64(ms(targetNotify)))
+	default:
+		row.Target = fmt.Sprintf("p99 ≤ %s", targetPolling)
+		row.Verdict = verdict(float64(a.P99) <= float64(ms(targetPolling)))
+	}
+	return row
+}
+
+// notes say how the figures were measured, with this run's settings.
+func notes(st Stages, s Sizes) []string {
+	n := []string{
+		fmt.Sprintf("B1/S1: closed loop, N workers back to back for %s after %s of warm-up; B1's pgx pool and S1's DATABASE_MAX_CONNS both equal N; latency per transaction / request.", s.CaptureDuration, s.Warmup),
+		"B2: the relay's producer settings (idempotent, acks=all, one request in flight) and its messages (the S2 backlog, encoded by Event.ProducerMessage), fed continuously; first send to last ack.",
+		"S2: relays in this process with the default outbox.Config, one pool and producer each; start to the last event recorded dispatched.",
+		"statements: counted by a pgx tracer on the relays' connections (pg_stat_statements is not needed); per batch = all but the gauges, retention, LISTEN and claims that leased nothing, divided by the claims that leased events.",
+	}
+	for _, d := range st.S2 {
+		n = append(n, fmt.Sprintf("  %s: %d statements %v for %d batches; pg_stat_database counted %d transactions meanwhile (autovacuum's and 2 reads of this run included).",
+			relaysN(d.Relays), d.Statements.Total, d.Statements.ByName, d.Statements.Batches, d.Statements.ServerTransactions))
+	}
+	n = append(n,
+		"B3: a consumer group marking offsets as the inbox does, nothing else; S3: the ledger binary (inbox on, defaults) on the same topic, from its inbox's processed_at, for at most "+s.ConsumeWindow.String()+" of its run.",
+		fmt.Sprintf("S4: the orders API and ledger binaries and one relay; payments at 50%% of S1's best rate (open model, paylab load) for %s; commit → applied = ledger journal entry created_at − outbox created_at, both on the database clock; polling only refuses the relay's LISTEN connection, leaving its %s poll.", s.E2EDuration, outbox.DefaultPollInterval),
+	)
+	for _, r := range st.S4 {
+		n = append(n, overload("S4", r, st.S3.PerSecond)...)
+	}
+	for _, r := range st.S5.S4 {
+		n = append(n, overload("S5", r, st.S3.PerSecond)...)
+	}
+	if st.S5.History > 0 {
+		n = append(n, fmt.Sprintf("S5: %d dispatched outbox rows and %d processed inbox rows (with their orders' sequences), seeded, vacuumed and checkpointed in %.0fs, before S2 and S4 run again.",
+			st.S5.History, st.S5.History, st.S5.SeedSeconds))
+	}
+	return n
+}
+
+// overload notes an S4 run whose rate the system could not sustain on this
+// machine: its latencies then measure a queue that grows for as long as the
+// load lasts, not a steady state.
+func overload(stage string, r E2EResult, ledgerRate float64) []string {
+	var why []string
+	if float64(r.Rate) > ledgerRate && ledgerRate > 0 {
+		why = append(why, fmt.Sprintf("%d/s is more than the ledger alone processes (S3: %.0f/s)", r.Rate, ledgerRate))
+	}
+	if r.API.N > r.Payments {
+		why = append(why, fmt.Sprintf("the API captured %d of %d payments (%v; p50 %s)", r.Payments, r.API.N, r.StatusCodes, fmtMillis(&r.API.P50)))
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("  %s %s is overloaded: %s — its latencies measure a queue growing while the load lasts, not a steady state.",
+		stage, r.Mode, strings.Join(why, "; "))}
+}

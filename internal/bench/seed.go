@@ -1,0 +1,86 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The seeds write OrderCaptured events shaped as the orders service writes
+// them (docs/events.md: the payload's fields, a W3C traceparent header), in
+// one INSERT … SELECT generate_series each, on the server. Ids are UUIDv7-like
+// (version 7, rising with i) as the service's are, so the primary keys grow
+// at their right edge as they do in production. Each call draws its own id
+// prefix, so seeds into one database never collide.
+
+// seedRows returns the SELECT of n seeded events with ids starting with
+// prefix (newPrefix): columns i, event_id,
+// order_id (text), at (timestamptz), payload, headers. at is now() for a
+// backlog, and spread over the six days before now for history (inside the
+// relay's and the inbox's seven-day retention, so neither prunes it during a
+// run).
+func seedRows(prefix string, n int, history bool) string {
+	at := "now()"
+	if history {
+		at = fmt.Sprintf("now() - interval '6 days' * (1 - i::float8 / %d)", n)
+	}
+	return fmt.Sprintf(`SELECT i, e::uuid AS event_id, o AS order_id, t AS at,
+	jsonb_build_object('schema_version', 1, 'sequence', 1, 'order_id', o,
+		'customer_id', 'cus_' || (i %% 1000), 'merchant_id', 'mer_' || (i %% 50),
+		'amount', 100 + (i * 7919) %% 49900, 'currency', (ARRAY['EUR', 'USD', 'GBP', 'JPY'])[1 + i %% 4],
+		'captured_at', t) AS payload,
+	jsonb_build_object('traceparent', '00-' || lpad(to_hex(i), 32, '0') || '-' || lpad(to_hex(i), 16, '0') || '-01') AS headers
+FROM (SELECT i, '%[1]s-0000-7000-8000-' || lpad(to_hex(i), 12, '0') AS e,
+             '%[1]s-0001-7000-8000-' || lpad(to_hex(i), 12, '0') AS o, %[2]s AS t
+      FROM generate_series(1::bigint, %[3]d) AS i) AS s`, prefix, at, n)
+}
+
+// newPrefix draws the first group of a seed's ids.
+func newPrefix() string { return fmt.Sprintf("%08x", rand.Uint32()) }
+
+// seedOutbox inserts n events for topic into the outbox: undispatched (a
+// backlog for the relays) or, with history, dispatched 20 ms after they were
+// written. It then vacuums and analyzes the table, so the run measures the
+// relay, not autovacuum catching up with the seed.
+func seedOutbox(ctx context.Context, conn *pgx.Conn, topic string, n int, history bool) error {
+	dispatched := "NULL::timestamptz"
+	if history {
+		dispatched = "at + interval '20 milliseconds'"
+	}
+	sql := fmt.Sprintf(`INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+		sequence, topic, payload, headers, occurred_at, created_at, dispatched_at)
+	SELECT event_id, 'order', order_id, 'OrderCaptured', 1, 1, $1, payload, headers, at, at, %s
+	FROM (%s) AS rows`, dispatched, seedRows(newPrefix(), n, history))
+	if _, err := conn.Exec(ctx, sql, topic); err != nil {
+		return fmt.Errorf("seeding %d outbox rows: %w", n, err)
+	}
+	if _, err := conn.Exec(ctx, "VACUUM ANALYZE outbox"); err != nil {
+		return fmt.Errorf("vacuuming the outbox: %w", err)
+	}
+	return nil
+}
+
+// seedInbox inserts n processed events into a consumer's inbox, as the
+// ledger leaves them: the inbox row and its order's applied sequence.
+func seedInbox(ctx context.Context, conn *pgx.Conn, n int) error {
+	prefix := newPrefix()
+	for what, sql := range map[string]string{
+		"inbox": fmt.Sprintf(`INSERT INTO inbox (event_id, event_type, source, aggregate_id, sequence, event_time,
+			payload, headers, status, attempts, received_at, processed_at, topic, kafka_partition, kafka_offset)
+		SELECT event_id, 'OrderCaptured', '/paylab/orders', order_id, 1, at, payload, headers,
+			'processed', 1, at, at, 'order-events', i %% 6, i / 6
+		FROM (%s) AS rows`, seedRows(prefix, n, true)),
+		"inbox_sequences": fmt.Sprintf(`INSERT INTO inbox_sequences (aggregate_id, applied_sequence, updated_at)
+		SELECT order_id, 1, at FROM (%s) AS rows`, seedRows(prefix, n, true)),
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("seeding %d rows of %s: %w", n, what, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "VACUUM ANALYZE inbox, inbox_sequences"); err != nil {
+		return fmt.Errorf("vacuuming the inbox: %w", err)
+	}
+	return nil
+}
