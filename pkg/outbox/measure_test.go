@@ -60,6 +60,43 @@ func TestMeasureDrainRate(t *testing.T) {
 	}
 }
 
+// The raw baseline of the drain rate: the same 100 000 messages (the same
+// shape: key, CloudEvents headers, traceparent, payload) sent by a bare
+// sarama AsyncProducer with the relay's producer settings
+// (broker.ProducerConfig), as fast as it takes them, no database involved.
+// The relay's drain rate is read as a ratio to this.
+func TestMeasureRawProducer(t *testing.T) {
+	skipUnlessMeasuring(t)
+	const total = 100_000
+	topic := testenv.NewTopic(t, 6)
+	msgs := make([]*sarama.ProducerMessage, total)
+	for i := range msgs {
+		e := event(topic, fmt.Sprintf("order-%05d", i), 1)
+		e.OccurredAt = time.Now()
+		msgs[i] = e.ProducerMessage("/paylab/orders")
+	}
+	producer, err := sarama.NewAsyncProducer(testenv.Brokers(), broker.ProducerConfig("outbox-measure-raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	start := time.Now()
+	go func() {
+		for _, m := range msgs {
+			producer.Input() <- m
+		}
+	}()
+	for range total {
+		select {
+		case <-producer.Successes():
+		case perr := <-producer.Errors():
+			t.Fatal(perr.Err)
+		}
+	}
+	took := time.Since(start)
+	t.Logf("MEASURE raw producer: %d events, %v → %.0f events/s", total, took.Round(time.Millisecond), total/took.Seconds())
+}
+
 // Commit → Kafka latency at a steady 200 committed transactions per second
 // (one event each) for 30 s, one relay with the default configuration
 // (NOTIFY wake-up, 1 s poll fallback). Latency is from Commit returning in
