@@ -51,6 +51,18 @@ RETURNING t.id, t.event_id, t.aggregate_type, t.aggregate_id, t.event_type, t.sc
           t.sequence, t.topic, t.payload, t.headers, t.occurred_at, t.created_at, t.attempts,
           (c.previous_owner IS NOT NULL)::boolean AS reclaimed;
 
+-- name: RenewLeases :many
+-- Extends owner's lease on the given events by lease_seconds from now
+-- (database clock) and returns those it still held: a batch whose
+-- acknowledgements are slow keeps its events instead of letting another
+-- relay publish them a second time.
+UPDATE outbox
+SET leased_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8)
+WHERE id = ANY(sqlc.arg(ids)::bigint[])
+  AND lease_owner = sqlc.arg(owner)::text
+  AND dispatched_at IS NULL
+RETURNING id;
+
 -- name: CompleteBatch :many
 -- Records a batch's outcome in one statement, only for rows owner still
 -- holds. ids are all the batch's rows; those also in failed_ids were not

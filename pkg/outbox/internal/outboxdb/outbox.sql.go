@@ -289,3 +289,42 @@ func (q *Queries) PendingStats(ctx context.Context) (PendingStatsRow, error) {
 	err := row.Scan(&i.Pending, &i.Parked, &i.OldestPendingSeconds)
 	return i, err
 }
+
+const renewLeases = `-- name: RenewLeases :many
+UPDATE outbox
+SET leased_until = now() + make_interval(secs => $1::float8)
+WHERE id = ANY($2::bigint[])
+  AND lease_owner = $3::text
+  AND dispatched_at IS NULL
+RETURNING id
+`
+
+type RenewLeasesParams struct {
+	LeaseSeconds float64
+	Ids          []int64
+	Owner        string
+}
+
+// Extends owner's lease on the given events by lease_seconds from now
+// (database clock) and returns those it still held: a batch whose
+// acknowledgements are slow keeps its events instead of letting another
+// relay publish them a second time.
+func (q *Queries) RenewLeases(ctx context.Context, arg RenewLeasesParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, renewLeases, arg.LeaseSeconds, arg.Ids, arg.Owner)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
