@@ -38,11 +38,10 @@ func (e *engine) drain(ctx context.Context, aggregate string) error {
 			}
 			found = true
 			msg := messageFromRow(row)
-			h, ok := e.cfg.Handlers[msg.Type]
-			if !ok {
+			if _, ok := e.cfg.Handlers[msg.Type]; !ok {
 				return &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
 			}
-			return e.apply(ctx, q, tx, h, msg)
+			return e.apply(ctx, q, tx, msg)
 		})
 		if err == nil {
 			if !found {

@@ -1,0 +1,192 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paylab/paylab/pkg/inbox/internal/inboxdb"
+)
+
+// step is the inbox's work for consecutive deliveries of one partition
+// inside tx, with a fixed number of statements whatever their count:
+//
+//  1. record them all as processed (RecordProcessed); an id seen before —
+//     or earlier in msgs — is a duplicate and goes no further;
+//  2. lock the sequences of their aggregates, in sorted order
+//     (LockSequences), and sort the events out in order: the next of its
+//     aggregate is applied, an already applied position is a duplicate (the
+//     producer re-issued it), a later one is parked (Park);
+//  3. apply the events to apply, in order (the BatchHandler, or each
+//     message's Handler), then advance their aggregates' sequences
+//     (AdvanceSequences).
+//
+// It returns each delivery's outcome and the aggregates whose next event is
+// parked and can be applied once tx committed (drain). With the inbox off it
+// only runs the handlers.
+func (e *engine) step(ctx context.Context, tx pgx.Tx, msgs []Message) ([]Outcome, []string, error) {
+	outcomes := make([]Outcome, len(msgs))
+	for _, msg := range msgs {
+		if _, ok := e.cfg.Handlers[msg.Type]; !ok && e.cfg.Disabled {
+			return nil, nil, &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+		}
+	}
+	if e.cfg.Disabled {
+		for i := range outcomes {
+			outcomes[i] = Processed
+		}
+		return outcomes, nil, e.applyAll(ctx, tx, msgs)
+	}
+	q := inboxdb.New(tx)
+	inserted, err := q.RecordProcessed(ctx, recordBatchParams(msgs))
+	if err != nil {
+		return nil, nil, fmt.Errorf("recording %d events: %w", len(msgs), err)
+	}
+	fresh := make(map[uuid.UUID]bool, len(inserted))
+	var aggregates []string
+	for _, id := range inserted {
+		fresh[id] = true
+	}
+	for _, msg := range msgs {
+		if fresh[msg.ID] && msg.Sequence > 0 {
+			aggregates = append(aggregates, msg.Subject)
+		}
+	}
+	applied := map[string]int64{}
+	if len(aggregates) > 0 {
+		slices.Sort(aggregates)
+		seqs, err := q.LockSequences(ctx, slices.Compact(aggregates))
+		if err != nil {
+			return nil, nil, fmt.Errorf("locking the sequences of %d aggregates: %w", len(aggregates), err)
+		}
+		for _, s := range seqs {
+			applied[s.AggregateID] = s.AppliedSequence
+		}
+	}
+
+	var apply []Message
+	var parked []uuid.UUID
+	advanced := map[string]bool{}
+	for i, msg := range msgs {
+		if !fresh[msg.ID] {
+			outcomes[i] = Duplicate
+			continue
+		}
+		delete(fresh, msg.ID) // a second copy further on is a duplicate
+		if _, ok := e.cfg.Handlers[msg.Type]; !ok {
+			return nil, nil, &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+		}
+		switch last := applied[msg.Subject]; {
+		case msg.Sequence == 0:
+			outcomes[i], apply = Processed, append(apply, msg)
+		case msg.Sequence <= last:
+			// A new event id for a position already applied: the producer
+			// re-issued it. Recorded as processed, not applied again.
+			outcomes[i] = Duplicate
+		case msg.Sequence > last+1:
+			outcomes[i], parked = Parked, append(parked, msg.ID)
+		default:
+			outcomes[i], apply = Processed, append(apply, msg)
+			applied[msg.Subject], advanced[msg.Subject] = msg.Sequence, true
+		}
+	}
+	if err := e.applyAll(ctx, tx, apply); err != nil {
+		return nil, nil, err
+	}
+	if len(parked) > 0 {
+		if err := q.Park(ctx, parked); err != nil {
+			return nil, nil, fmt.Errorf("parking %d events: %w", len(parked), err)
+		}
+	}
+	if len(advanced) == 0 {
+		return outcomes, nil, nil
+	}
+	adv := inboxdb.AdvanceSequencesParams{}
+	next := inboxdb.ParkedNextParams{}
+	for a := range advanced {
+		adv.AggregateIds, adv.AppliedSequences = append(adv.AggregateIds, a), append(adv.AppliedSequences, applied[a])
+		next.AggregateIds, next.Sequences = append(next.AggregateIds, a), append(next.Sequences, applied[a]+1)
+	}
+	if err := q.AdvanceSequences(ctx, adv); err != nil {
+		return nil, nil, fmt.Errorf("advancing the sequences of %d aggregates: %w", len(adv.AggregateIds), err)
+	}
+	ready, err := q.ParkedNext(ctx, next)
+	if err != nil {
+		return nil, nil, fmt.Errorf("looking for parked events: %w", err)
+	}
+	return outcomes, ready, nil
+}
+
+// applyAll runs the handlers of msgs, in order, inside tx: the BatchHandler
+// with all of them when there is one, otherwise each message's Handler.
+func (e *engine) applyAll(ctx context.Context, tx pgx.Tx, msgs []Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if e.cfg.BatchHandler != nil {
+		return e.runHandler(ctx, msgs, func(hctx context.Context) error { return e.cfg.BatchHandler(hctx, tx, msgs) })
+	}
+	for _, msg := range msgs {
+		h := e.cfg.Handlers[msg.Type]
+		if err := e.runHandler(ctx, []Message{msg}, func(hctx context.Context) error { return h(hctx, tx, msg) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runHandler runs fn, a handler call for msgs, with HandlerTimeout and
+// classifies its error; its duration is observed once per message, shared
+// out evenly.
+func (e *engine) runHandler(ctx context.Context, msgs []Message, fn func(context.Context) error) error {
+	hctx, cancel := context.WithTimeout(ctx, e.cfg.HandlerTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := fn(hctx); err != nil {
+		what := fmt.Sprintf("%s %s", msgs[0].Type, msgs[0].ID)
+		if len(msgs) > 1 {
+			what = fmt.Sprintf("a batch of %d events", len(msgs))
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if transient(err) {
+			return fmt.Errorf("handling %s: %w", what, err)
+		}
+		reason := ReasonHandlerFailed
+		if IsPermanent(err) {
+			reason = ReasonRejected
+		}
+		return &handlerError{reason, fmt.Errorf("handling %s: %w", what, err)}
+	}
+	each := time.Since(start).Seconds() / float64(len(msgs))
+	for _, msg := range msgs {
+		e.m.latency.WithLabelValues(msg.Type).Observe(each)
+	}
+	return nil
+}
+
+func recordBatchParams(msgs []Message) inboxdb.RecordProcessedParams {
+	n := len(msgs)
+	p := inboxdb.RecordProcessedParams{
+		EventIds: make([]uuid.UUID, n), EventTypes: make([]string, n), Sources: make([]string, n),
+		AggregateIds: make([]string, n), Sequences: make([]int64, n), EventTimes: make([]time.Time, n),
+		Payloads: make([]json.RawMessage, n), Headers: make([]json.RawMessage, n), Topics: make([]string, n),
+		KafkaPartitions: make([]int32, n), KafkaOffsets: make([]int64, n),
+	}
+	for i, msg := range msgs {
+		r := recordParams(msg)
+		p.EventIds[i], p.EventTypes[i], p.Sources[i], p.AggregateIds[i] = r.EventID, r.EventType, r.Source, r.AggregateID
+		p.Sequences[i], p.Payloads[i], p.Headers[i], p.Topics[i] = r.Sequence, r.Payload, r.Headers, r.Topic
+		p.KafkaPartitions[i], p.KafkaOffsets[i] = r.KafkaPartition, r.KafkaOffset
+		if r.EventTime != nil {
+			p.EventTimes[i] = *r.EventTime
+		}
+	}
+	return p
+}
