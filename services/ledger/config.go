@@ -26,9 +26,10 @@ type config struct {
 	// Kafka's retention (the replay horizon). 0 keeps them forever.
 	InboxRetention   time.Duration `env:"INBOX_RETENTION" envDefault:"168h"`
 	InboxMaxAttempts int           `env:"INBOX_MAX_ATTEMPTS" envDefault:"5"`
-	// InboxBatchSize > 1 applies up to that many waiting messages of a
-	// partition in one transaction (see inbox.Config.BatchSize).
-	InboxBatchSize int        `env:"INBOX_BATCH_SIZE" envDefault:"1"`
+	// InboxBatchSize is how many waiting messages of a partition are applied
+	// in one transaction, with a fixed number of statements (see
+	// inbox.Config.BatchSize and ledger.Apply); 1 applies each on its own.
+	InboxBatchSize int        `env:"INBOX_BATCH_SIZE" envDefault:"500"`
 	LogLevel       slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 	// ChaosEnabled mounts the fault-injection controls (/chaos/…) on the
 	// admin listener, guarded by the bearer token ChaosToken.

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/pkg/outbox"
 	"github.com/paylab/paylab/services/ledger/internal/ledger"
 )
 
@@ -66,4 +68,68 @@ func startChild(t *testing.T, cfg config, crashAt string) *testenv.Child {
 		"ORDERS_TOPIC="+cfg.OrdersTopic, "DEAD_LETTER_TOPIC="+cfg.DeadLetterTopic,
 		"CONSUMER_GROUP="+cfg.ConsumerGroup, "HTTP_ADDR=127.0.0.1:0",
 		"INBOX_ENABLED="+strconv.FormatBool(cfg.InboxEnabled))
+}
+
+// TestCrashMidBatch kills a real ledger process applying batches (the
+// default INBOX_BATCH_SIZE) at two points. Inside a batch's transaction,
+// after its entries were written and before the commit: nothing of the
+// batch is left applied, and the restarted process applies every event
+// once. After a batch committed and before its offsets were committed: Kafka
+// re-delivers the whole batch and the inbox absorbs every message of it.
+func TestCrashMidBatch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		point      string
+		wantOnDisk bool // the first batch committed before the crash
+	}{
+		{name: "before the batch commits", point: ledger.FaultAfterApplyBeforeCommit},
+		{name: "after the batch committed", point: ledger.FaultAfterApplyBeforeOffsetCommit, wantOnDisk: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const orders = 60
+			f := newFixture(t, 3)
+			cfg := f.config(true)
+			var events []*outbox.Event
+			for i := range orders {
+				id := fmt.Sprintf("ord-batch-%02d", i)
+				events = append(events, testenv.OrderCaptured(id, fmt.Sprintf("cus_%d", i%7), fmt.Sprintf("mer_%d", i%3), 1000, "EUR"))
+				if i%2 == 0 {
+					events = append(events, testenv.OrderRefunded(id, 2, 400, "EUR"))
+				}
+			}
+			f.publish(events...)
+
+			first := startChild(t, cfg, tc.point)
+			if code := first.Wait(t, 60*time.Second); code != crashCode {
+				t.Fatalf("the ledger exited with %d, want the crash code %d\n%s", code, crashCode, first.Output())
+			}
+			entries, inboxRows := f.count("SELECT count(*) FROM journal_entries"), f.count("SELECT count(*) FROM inbox")
+			if tc.wantOnDisk != (entries > 0) || entries != inboxRows {
+				t.Fatalf("at the crash: %d entries, %d inbox rows; want a whole batch committed: %v", entries, inboxRows, tc.wantOnDisk)
+			}
+			if tc.wantOnDisk && entries < 2 {
+				t.Fatalf("at the crash: %d entries, want a batch of several", entries)
+			}
+
+			second := startChild(t, cfg, "")
+			testenv.Eventually(t, 60*time.Second, "every event applied", func() bool {
+				return f.count("SELECT count(*) FROM journal_entries") >= len(events)
+			})
+			testenv.Eventually(t, 30*time.Second, "the redeliveries absorbed", func() bool {
+				return second.Metric("paylab_inbox_duplicates_total") >= entries
+			})
+			if got := f.count("SELECT count(*) FROM journal_entries"); got != len(events) {
+				t.Errorf("entries = %d, want one per event (%d)", got, len(events))
+			}
+			if got := f.count("SELECT count(DISTINCT event_id) FROM journal_entries"); got != len(events) {
+				t.Errorf("%d distinct events have entries, want %d", got, len(events))
+			}
+			if got := second.Metric("paylab_inbox_duplicates_total"); got != entries {
+				t.Errorf("duplicates counted = %d, want the %d events committed before the crash", got, entries)
+			}
+			second.Stop(t)
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -47,6 +48,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger, fault faultFunc) 
 		Group:           cfg.ConsumerGroup,
 		DeadLetterTopic: cfg.DeadLetterTopic,
 		Handlers:        ledger.Handlers(),
+		BatchHandler:    applyWithFault(fault),
 		Disabled:        !cfg.InboxEnabled,
 		MaxAttempts:     cfg.InboxMaxAttempts,
 		BatchSize:       cfg.InboxBatchSize,
@@ -66,6 +68,20 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger, fault faultFunc) 
 		return nil, err
 	}
 	return &app{cfg: cfg, log: log, pool: pool, runner: runner, reg: reg}, nil
+}
+
+// applyWithFault is ledger.Apply followed by the fault point between a
+// batch's writes and its commit.
+func applyWithFault(fault faultFunc) inbox.BatchHandler {
+	return func(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) error {
+		if err := ledger.Apply(ctx, tx, msgs); err != nil {
+			return err
+		}
+		if fault != nil {
+			fault(ctx, ledger.FaultAfterApplyBeforeCommit)
+		}
+		return nil
+	}
 }
 
 // serve runs the ledger on the configured addresses until ctx ends.

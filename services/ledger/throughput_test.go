@@ -45,10 +45,10 @@ func TestThroughput(t *testing.T) {
 		dupEvery     int // every dupEvery-th message re-sends an earlier event; 0 = none
 		batch        int
 	}{
-		{name: "inbox on, all unique", inboxEnabled: true, batch: 1},
-		{name: "inbox on, 20% duplicates", inboxEnabled: true, dupEvery: 5, batch: 1},
-		{name: "inbox off, all unique", inboxEnabled: false, batch: 1},
-		{name: "inbox on, all unique, batches of 64", inboxEnabled: true, batch: 64},
+		{name: "inbox on, all unique", inboxEnabled: true, batch: 500},
+		{name: "inbox on, 20% duplicates", inboxEnabled: true, dupEvery: 5, batch: 500},
+		{name: "inbox off, all unique", inboxEnabled: false, batch: 500},
+		{name: "inbox on, all unique, one message per transaction", inboxEnabled: true, batch: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, 6)
