@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/internal/broker"
 	"github.com/paylab/paylab/internal/testenv"
@@ -29,22 +32,38 @@ func skipUnlessMeasuring(t *testing.T) {
 }
 
 // Drain rate: a pre-seeded backlog of 100 000 events (one per order),
-// drained by 1 and by 3 relays with the default configuration.
+// drained by 1 and by 3 relays with the default configuration. The relays'
+// statements are counted by name, per claimed batch.
 func TestMeasureDrainRate(t *testing.T) {
 	skipUnlessMeasuring(t)
 	const backlog = 100_000
 	for _, relays := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d relays", relays), func(t *testing.T) {
-			pool, _ := testenv.NewPool(t, "orders")
+			pool, dbURL := testenv.NewPool(t, "orders")
 			topic := testenv.NewTopic(t, 6)
 			ctx := longContext(t, 15*time.Minute)
 			seedOrders(t, ctx, pool, topic, backlog, 1)
 			if _, err := pool.Exec(ctx, "VACUUM ANALYZE outbox"); err != nil {
 				t.Fatal(err)
 			}
+			counter := &statementCounter{byName: map[string]int{}}
+			pcfg, err := pgxpool.ParseConfig(dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pcfg.ConnConfig.Tracer = counter
+			relayPool, err := pgxpool.NewWithConfig(ctx, pcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(relayPool.Close)
+			var regs []*prometheus.Registry
 			start := time.Now()
 			for i := range relays {
-				startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{ID: fmt.Sprintf("relay-%d", i)})
+				reg := prometheus.NewRegistry()
+				regs = append(regs, reg)
+				startRelay(t, relayPool, newKafkaPublisher(t, testenv.Brokers()),
+					outbox.Config{ID: fmt.Sprintf("relay-%d", i), Registerer: reg})
 			}
 			deadline := time.Now().Add(10 * time.Minute)
 			for undispatched(t, ctx, pool) > 0 {
@@ -54,11 +73,38 @@ func TestMeasureDrainRate(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			took := time.Since(start)
-			t.Logf("MEASURE drain: %d events, %d relay(s), %v → %.0f events/s",
-				backlog, relays, took.Round(time.Millisecond), backlog/took.Seconds())
+			batches := 0.0
+			for _, reg := range regs {
+				batches += metricValue(t, reg, "paylab_outbox_batch_size")
+			}
+			counter.mu.Lock()
+			statements := counter.byName["ClaimBatch"] + counter.byName["CompleteBatch"] + counter.byName["RenewLeases"]
+			t.Logf("MEASURE drain: %d events, %d relay(s), %v → %.0f events/s; %.0f batches, %d claim/mark/renew statements (%.2f per batch), all statements %v",
+				backlog, relays, took.Round(time.Millisecond), backlog/took.Seconds(), batches, statements,
+				float64(statements)/batches, counter.byName)
+			counter.mu.Unlock()
 		})
 	}
 }
+
+// statementCounter counts the statements a pool runs, by their sqlc name.
+type statementCounter struct {
+	mu     sync.Mutex
+	byName map[string]int
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	name := "other"
+	if _, rest, ok := strings.Cut(d.SQL, "-- name: "); ok {
+		name, _, _ = strings.Cut(rest, " ")
+	}
+	c.mu.Lock()
+	c.byName[name]++
+	c.mu.Unlock()
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // The raw baseline of the drain rate: the same 100 000 messages (the same
 // shape: key, CloudEvents headers, traceparent, payload) sent by a bare
