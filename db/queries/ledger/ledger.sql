@@ -6,11 +6,6 @@ INSERT INTO accounts (id, kind)
 SELECT unnest(@ids::text[]) AS id, unnest(@kinds::text[]) ORDER BY id
 ON CONFLICT (id) DO NOTHING;
 
--- name: LockAccounts :many
--- Locks the accounts of a run of journal entries in a fixed order (sorted
--- ids), so two transactions touching the same accounts cannot deadlock.
-SELECT id FROM accounts WHERE id = ANY(@ids::text[]) ORDER BY id FOR NO KEY UPDATE;
-
 -- name: RecordCaptures :exec
 -- Records the captured amounts of orders, one row per order (the caller
 -- sums several captures of one order).
@@ -47,7 +42,8 @@ SELECT unnest(@entry_ids::bigint[]), unnest(@account_ids::text[]), unnest(@curre
 
 -- name: AddToBalances :exec
 -- Adds amounts to balances, one row per account and currency (the caller
--- sums), updated in sorted order.
+-- sums), in sorted order: two transactions lock the balance rows they share
+-- in the same order and cannot deadlock.
 INSERT INTO balances (account_id, currency, balance)
 SELECT unnest(@account_ids::text[]) AS account_id, unnest(@currencies::text[]) AS currency, unnest(@amounts::bigint[])
 ORDER BY account_id, currency

@@ -62,12 +62,12 @@ type posting struct {
 //   - the orders' captured and refunded amounts are kept in ledger_orders
 //     (a refund finds its accounts there, its capture possibly earlier in
 //     the same run);
-//   - the accounts are locked in sorted order right before the balances are
-//     updated, at the end of the transaction and after the entries were
-//     checked to balance (the deferred postings_balanced trigger, run early):
-//     concurrent runs over the same accounts (every run touches the busiest
-//     merchants) queue for the last statement and the commit only, and
-//     cannot deadlock.
+//   - the balances are updated last, in one statement, in sorted order of
+//     account and currency, after the entries were checked to balance (the
+//     deferred postings_balanced trigger, run early): concurrent runs over
+//     the same accounts (every run touches the busiest merchants) lock the
+//     shared balance rows in the same order, so they queue for the last
+//     statement and the commit only, and cannot deadlock.
 //
 // A payload that cannot be applied fails the run with a permanent error.
 func Apply(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) error {
@@ -95,8 +95,8 @@ func Apply(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) error {
 	if err := insertEntries(ctx, q, entries); err != nil {
 		return err
 	}
-	// Check that every entry balances now, while no shared lock is held,
-	// rather than at commit, when the accounts below are locked.
+	// Check that every entry balances now, while no shared row is locked,
+	// rather than at commit, when the balances below are.
 	if err := q.CheckBalanced(ctx); err != nil {
 		return fmt.Errorf("checking that %d entries balance: %w", len(entries), err)
 	}
@@ -242,8 +242,8 @@ func insertEntries(ctx context.Context, q *ledgerdb.Queries, entries []*entry) e
 	return nil
 }
 
-// updateBalances locks the accounts the entries touch, in sorted order,
-// and adds the postings to their balances, one row per account and currency.
+// updateBalances adds the postings to their balances, one row per account
+// and currency, in sorted order.
 func updateBalances(ctx context.Context, q *ledgerdb.Queries, entries []*entry) error {
 	type key struct{ account, currency string }
 	sums := map[key]int64{}
@@ -258,9 +258,6 @@ func updateBalances(ctx context.Context, q *ledgerdb.Queries, entries []*entry) 
 	p := ledgerdb.AddToBalancesParams{}
 	for _, k := range keys {
 		p.AccountIds, p.Currencies, p.Amounts = append(p.AccountIds, k.account), append(p.Currencies, k.currency), append(p.Amounts, sums[k])
-	}
-	if _, err := q.LockAccounts(ctx, slices.Compact(slices.Clone(p.AccountIds))); err != nil {
-		return fmt.Errorf("locking %d accounts: %w", len(p.AccountIds), err)
 	}
 	if err := q.AddToBalances(ctx, p); err != nil {
 		return fmt.Errorf("updating %d balances: %w", len(p.AccountIds), err)

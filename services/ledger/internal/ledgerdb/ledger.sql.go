@@ -66,7 +66,8 @@ type AddToBalancesParams struct {
 }
 
 // Adds amounts to balances, one row per account and currency (the caller
-// sums), updated in sorted order.
+// sums), in sorted order: two transactions lock the balance rows they share
+// in the same order and cannot deadlock.
 func (q *Queries) AddToBalances(ctx context.Context, arg AddToBalancesParams) error {
 	_, err := q.db.Exec(ctx, addToBalances, arg.AccountIds, arg.Currencies, arg.Amounts)
 	return err
@@ -148,32 +149,6 @@ func (q *Queries) InsertPostings(ctx context.Context, arg InsertPostingsParams) 
 		arg.Amounts,
 	)
 	return err
-}
-
-const lockAccounts = `-- name: LockAccounts :many
-SELECT id FROM accounts WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE
-`
-
-// Locks the accounts of a run of journal entries in a fixed order (sorted
-// ids), so two transactions touching the same accounts cannot deadlock.
-func (q *Queries) LockAccounts(ctx context.Context, ids []string) ([]string, error) {
-	rows, err := q.db.Query(ctx, lockAccounts, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const nextEntryIDs = `-- name: NextEntryIDs :many
