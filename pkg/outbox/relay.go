@@ -76,10 +76,11 @@ func (r *Relay) Run(ctx context.Context) error {
 // and unpublished. Ordering is unaffected: an event still being marked is
 // undispatched, so its aggregate's next event is not claimable yet.
 //
-// The loop goes on at once while rounds make progress (a batch claimed, or
-// a mark that dispatched events and so may have made their aggregates' next
+// The loop goes on at once while rounds make progress (a full batch, or a
+// mark that dispatched events and so may have made their aggregates' next
 // events claimable); otherwise it waits for a notification or the poll
-// interval.
+// interval. A batch smaller than BatchSize means there is no backlog: it is
+// marked before the next claim, as without the overlap.
 func (r *Relay) dispatchLoop(ctx context.Context) error {
 	var marking <-chan markResult // the mark in flight, if any
 	awaitMark := func() (dispatched bool) {
@@ -107,7 +108,11 @@ func (r *Relay) dispatchLoop(ctx context.Context) error {
 		}
 		if b != nil && err == nil {
 			marking = r.markAsync(ctx, b)
-			progress = true
+			if len(b.rows) == r.cfg.BatchSize {
+				progress = true // more is waiting: claim it while this one is marked
+			} else {
+				progress = awaitMark() || progress // no backlog to overlap with
+			}
 		}
 		if ctx.Err() != nil {
 			return nil
