@@ -106,41 +106,54 @@ func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d p
 
 func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// The raw baseline of the drain rate: the same 100 000 messages (the same
+// The raw baselines of the drain rate: the same 100 000 messages (the same
 // shape: key, CloudEvents headers, traceparent, payload) sent by a bare
 // sarama AsyncProducer with the relay's producer settings
-// (broker.ProducerConfig), as fast as it takes them, no database involved.
-// The relay's drain rate is read as a ratio to this.
+// (broker.ProducerConfig), no database involved: streamed as fast as the
+// producer takes them, and in batches of the relay's default size, each
+// batch's acks awaited before the next is sent (the relay's publish step on
+// its own). The relay's drain rate is read as a ratio to these.
 func TestMeasureRawProducer(t *testing.T) {
 	skipUnlessMeasuring(t)
 	const total = 100_000
-	topic := testenv.NewTopic(t, 6)
-	msgs := make([]*sarama.ProducerMessage, total)
-	for i := range msgs {
-		e := event(topic, fmt.Sprintf("order-%05d", i), 1)
-		e.OccurredAt = time.Now()
-		msgs[i] = e.ProducerMessage("/paylab/orders")
-	}
-	producer, err := sarama.NewAsyncProducer(testenv.Brokers(), broker.ProducerConfig("outbox-measure-raw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer producer.Close()
-	start := time.Now()
-	go func() {
-		for _, m := range msgs {
-			producer.Input() <- m
+	for _, batch := range []int{total, outbox.DefaultBatchSize} {
+		name := "streamed"
+		if batch < total {
+			name = fmt.Sprintf("batches of %d", batch)
 		}
-	}()
-	for range total {
-		select {
-		case <-producer.Successes():
-		case perr := <-producer.Errors():
-			t.Fatal(perr.Err)
-		}
+		t.Run(name, func(t *testing.T) {
+			topic := testenv.NewTopic(t, 6)
+			msgs := make([]*sarama.ProducerMessage, total)
+			for i := range msgs {
+				e := event(topic, fmt.Sprintf("order-%05d", i), 1)
+				e.OccurredAt = time.Now()
+				msgs[i] = e.ProducerMessage("/paylab/orders")
+			}
+			producer, err := sarama.NewAsyncProducer(testenv.Brokers(), broker.ProducerConfig("outbox-measure-raw"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer producer.Close()
+			start := time.Now()
+			for from := 0; from < total; from += batch {
+				part := msgs[from:min(from+batch, total)]
+				go func() {
+					for _, m := range part {
+						producer.Input() <- m
+					}
+				}()
+				for range part {
+					select {
+					case <-producer.Successes():
+					case perr := <-producer.Errors():
+						t.Fatal(perr.Err)
+					}
+				}
+			}
+			took := time.Since(start)
+			t.Logf("MEASURE raw producer, %s: %d events, %v → %.0f events/s", name, total, took.Round(time.Millisecond), total/took.Seconds())
+		})
 	}
-	took := time.Since(start)
-	t.Logf("MEASURE raw producer: %d events, %v → %.0f events/s", total, took.Round(time.Millisecond), total/took.Seconds())
 }
 
 // Commit → Kafka latency at a steady 200 committed transactions per second
