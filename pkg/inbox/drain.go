@@ -39,7 +39,7 @@ func (e *engine) drain(ctx context.Context, aggregate string) error {
 			found = true
 			msg := messageFromRow(row)
 			if _, ok := e.cfg.Handlers[msg.Type]; !ok {
-				return &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+				return unknownType(msg)
 			}
 			return e.apply(ctx, q, tx, msg)
 		})

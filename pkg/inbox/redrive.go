@@ -45,7 +45,7 @@ func Redrive(ctx context.Context, pool *pgxpool.Pool, cfg Config, eventID uuid.U
 		// An unordered event is applied right here.
 		msg := messageFromRow(row)
 		if _, ok := cfg.Handlers[msg.Type]; !ok {
-			return &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+			return unknownType(msg)
 		}
 		return e.apply(ctx, q, tx, msg)
 	})

@@ -30,87 +30,41 @@ import (
 // parked and can be applied once tx committed (drain). With the inbox off it
 // only runs the handlers.
 func (e *engine) step(ctx context.Context, tx pgx.Tx, msgs []Message) ([]Outcome, []string, error) {
-	outcomes := make([]Outcome, len(msgs))
-	for _, msg := range msgs {
-		if _, ok := e.cfg.Handlers[msg.Type]; !ok && e.cfg.Disabled {
-			return nil, nil, &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
-		}
-	}
 	if e.cfg.Disabled {
-		for i := range outcomes {
+		outcomes := make([]Outcome, len(msgs))
+		for i, msg := range msgs {
+			if _, ok := e.cfg.Handlers[msg.Type]; !ok {
+				return nil, nil, unknownType(msg)
+			}
 			outcomes[i] = Processed
 		}
 		return outcomes, nil, e.applyAll(ctx, tx, msgs)
 	}
 	q := inboxdb.New(tx)
-	inserted, err := q.RecordProcessed(ctx, recordBatchParams(msgs))
+	fresh, applied, err := recordAndLock(ctx, q, msgs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("recording %d events: %w", len(msgs), err)
-	}
-	fresh := make(map[uuid.UUID]bool, len(inserted))
-	var aggregates []string
-	for _, id := range inserted {
-		fresh[id] = true
-	}
-	for _, msg := range msgs {
-		if fresh[msg.ID] && msg.Sequence > 0 {
-			aggregates = append(aggregates, msg.Subject)
-		}
-	}
-	applied := map[string]int64{}
-	if len(aggregates) > 0 {
-		slices.Sort(aggregates)
-		seqs, err := q.LockSequences(ctx, slices.Compact(aggregates))
-		if err != nil {
-			return nil, nil, fmt.Errorf("locking the sequences of %d aggregates: %w", len(aggregates), err)
-		}
-		for _, s := range seqs {
-			applied[s.AggregateID] = s.AppliedSequence
-		}
-	}
-
-	var apply []Message
-	var parked []uuid.UUID
-	advanced := map[string]bool{}
-	for i, msg := range msgs {
-		if !fresh[msg.ID] {
-			outcomes[i] = Duplicate
-			continue
-		}
-		delete(fresh, msg.ID) // a second copy further on is a duplicate
-		if _, ok := e.cfg.Handlers[msg.Type]; !ok {
-			return nil, nil, &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
-		}
-		switch last := applied[msg.Subject]; {
-		case msg.Sequence == 0:
-			outcomes[i], apply = Processed, append(apply, msg)
-		case msg.Sequence <= last:
-			// A new event id for a position already applied: the producer
-			// re-issued it. Recorded as processed, not applied again.
-			outcomes[i] = Duplicate
-		case msg.Sequence > last+1:
-			outcomes[i], parked = Parked, append(parked, msg.ID)
-		default:
-			outcomes[i], apply = Processed, append(apply, msg)
-			applied[msg.Subject], advanced[msg.Subject] = msg.Sequence, true
-		}
-	}
-	if err := e.applyAll(ctx, tx, apply); err != nil {
 		return nil, nil, err
 	}
-	if len(parked) > 0 {
-		if err := q.Park(ctx, parked); err != nil {
-			return nil, nil, fmt.Errorf("parking %d events: %w", len(parked), err)
+	r, err := e.sortOut(msgs, fresh, applied)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := e.applyAll(ctx, tx, r.apply); err != nil {
+		return nil, nil, err
+	}
+	if len(r.parked) > 0 {
+		if err := q.Park(ctx, r.parked); err != nil {
+			return nil, nil, fmt.Errorf("parking %d events: %w", len(r.parked), err)
 		}
 	}
-	if len(advanced) == 0 {
-		return outcomes, nil, nil
+	if len(r.advanced) == 0 {
+		return r.outcomes, nil, nil
 	}
 	adv := inboxdb.AdvanceSequencesParams{}
 	next := inboxdb.ParkedNextParams{}
-	for a := range advanced {
-		adv.AggregateIds, adv.AppliedSequences = append(adv.AggregateIds, a), append(adv.AppliedSequences, applied[a])
-		next.AggregateIds, next.Sequences = append(next.AggregateIds, a), append(next.Sequences, applied[a]+1)
+	for a, seq := range r.advanced {
+		adv.AggregateIds, adv.AppliedSequences = append(adv.AggregateIds, a), append(adv.AppliedSequences, seq)
+		next.AggregateIds, next.Sequences = append(next.AggregateIds, a), append(next.Sequences, seq+1)
 	}
 	if err := q.AdvanceSequences(ctx, adv); err != nil {
 		return nil, nil, fmt.Errorf("advancing the sequences of %d aggregates: %w", len(adv.AggregateIds), err)
@@ -119,7 +73,84 @@ func (e *engine) step(ctx context.Context, tx pgx.Tx, msgs []Message) ([]Outcome
 	if err != nil {
 		return nil, nil, fmt.Errorf("looking for parked events: %w", err)
 	}
-	return outcomes, ready, nil
+	return r.outcomes, ready, nil
+}
+
+// recordAndLock records msgs and locks the sequences of the aggregates of
+// those recorded for the first time. It returns the ids recorded now
+// (fresh) and the locked aggregates' applied sequences.
+func recordAndLock(ctx context.Context, q *inboxdb.Queries, msgs []Message) (map[uuid.UUID]bool, map[string]int64, error) {
+	inserted, err := q.RecordProcessed(ctx, recordBatchParams(msgs))
+	if err != nil {
+		return nil, nil, fmt.Errorf("recording %d events: %w", len(msgs), err)
+	}
+	fresh := make(map[uuid.UUID]bool, len(inserted))
+	for _, id := range inserted {
+		fresh[id] = true
+	}
+	var aggregates []string
+	for _, msg := range msgs {
+		if fresh[msg.ID] && msg.Sequence > 0 {
+			aggregates = append(aggregates, msg.Subject)
+		}
+	}
+	applied := map[string]int64{}
+	if len(aggregates) == 0 {
+		return fresh, applied, nil
+	}
+	slices.Sort(aggregates)
+	aggregates = slices.Compact(aggregates)
+	seqs, err := q.LockSequences(ctx, aggregates)
+	if err != nil {
+		return nil, nil, fmt.Errorf("locking the sequences of %d aggregates: %w", len(aggregates), err)
+	}
+	for _, s := range seqs {
+		applied[s.AggregateID] = s.AppliedSequence
+	}
+	return fresh, applied, nil
+}
+
+// sorted is what sortOut decided for a run of deliveries.
+type sorted struct {
+	outcomes []Outcome
+	apply    []Message        // to apply, in order
+	parked   []uuid.UUID      // recorded as processed, to park
+	advanced map[string]int64 // aggregates whose applied sequence moved on, to where
+}
+
+// sortOut decides each delivery's outcome, in order, as if they came one at
+// a time: fresh holds the ids recorded now, applied the aggregates'
+// applied sequences before the run.
+func (e *engine) sortOut(msgs []Message, fresh map[uuid.UUID]bool, applied map[string]int64) (sorted, error) {
+	r := sorted{outcomes: make([]Outcome, len(msgs)), advanced: map[string]int64{}}
+	for i, msg := range msgs {
+		if !fresh[msg.ID] {
+			r.outcomes[i] = Duplicate
+			continue
+		}
+		delete(fresh, msg.ID) // a second copy further on is a duplicate
+		if _, ok := e.cfg.Handlers[msg.Type]; !ok {
+			return r, unknownType(msg)
+		}
+		switch last := applied[msg.Subject]; {
+		case msg.Sequence == 0:
+			r.outcomes[i], r.apply = Processed, append(r.apply, msg)
+		case msg.Sequence <= last:
+			// A new event id for a position already applied: the producer
+			// re-issued it. Recorded as processed, not applied again.
+			r.outcomes[i] = Duplicate
+		case msg.Sequence > last+1:
+			r.outcomes[i], r.parked = Parked, append(r.parked, msg.ID)
+		default:
+			r.outcomes[i], r.apply = Processed, append(r.apply, msg)
+			applied[msg.Subject], r.advanced[msg.Subject] = msg.Sequence, msg.Sequence
+		}
+	}
+	return r, nil
+}
+
+func unknownType(msg Message) error {
+	return &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
 }
 
 // applyAll runs the handlers of msgs, in order, inside tx: the BatchHandler
