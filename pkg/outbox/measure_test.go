@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,25 +85,6 @@ func TestMeasureDrainRate(t *testing.T) {
 		})
 	}
 }
-
-// statementCounter counts the statements a pool runs, by their sqlc name.
-type statementCounter struct {
-	mu     sync.Mutex
-	byName map[string]int
-}
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	name := "other"
-	if _, rest, ok := strings.Cut(d.SQL, "-- name: "); ok {
-		name, _, _ = strings.Cut(rest, " ")
-	}
-	c.mu.Lock()
-	c.byName[name]++
-	c.mu.Unlock()
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // The raw baselines of the drain rate: the same 100 000 messages (the same
 // shape: key, CloudEvents headers, traceparent, payload) sent by a bare
