@@ -44,9 +44,10 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkRecord: the inbox insert (INSERT … ON CONFLICT DO NOTHING), each
-// in its own transaction, as a delivery's first statement: a new event, and
-// a duplicate that hits the primary key.
+// BenchmarkRecord: the inbox insert (RecordProcessed: INSERT … ON CONFLICT
+// DO NOTHING), as a delivery's first statement, in autocommit: one new
+// event, one duplicate that hits the primary key, and a batch of 500 new
+// events in one statement.
 func BenchmarkRecord(b *testing.B) {
 	pool, _ := testenv.NewPool(b, "ledger")
 	q := inboxdb.New(pool)
@@ -55,22 +56,33 @@ func BenchmarkRecord(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	record := func(b *testing.B, msgs []Message, want int) {
+		if ids, err := q.RecordProcessed(ctx, recordBatchParams(msgs)); err != nil || len(ids) != want {
+			b.Fatalf("recorded %d of %d: %v", len(ids), len(msgs), err)
+		}
+	}
 	b.Run("new", func(b *testing.B) {
 		for b.Loop() {
 			msg.ID = uuid.Must(uuid.NewV7())
-			if n, err := q.Record(ctx, recordParams(msg)); err != nil || n != 1 {
-				b.Fatalf("recorded %d: %v", n, err)
-			}
+			record(b, []Message{msg}, 1)
 		}
 	})
 	b.Run("duplicate", func(b *testing.B) {
-		if _, err := q.Record(ctx, recordParams(msg)); err != nil {
+		if _, err := q.RecordProcessed(ctx, recordBatchParams([]Message{msg})); err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			if n, err := q.Record(ctx, recordParams(msg)); err != nil || n != 0 {
-				b.Fatalf("recorded %d: %v", n, err)
+			record(b, []Message{msg}, 0)
+		}
+	})
+	b.Run("batch-500", func(b *testing.B) {
+		batch := make([]Message, 500)
+		for b.Loop() {
+			for i := range batch {
+				batch[i] = msg
+				batch[i].ID = uuid.Must(uuid.NewV7())
 			}
+			record(b, batch, len(batch))
 		}
 	})
 }

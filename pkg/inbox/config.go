@@ -19,6 +19,13 @@ import (
 // dead-lettered without further attempts); any other error is retried.
 type Handler func(ctx context.Context, tx pgx.Tx, msg Message) error
 
+// BatchHandler applies a run of events, in order, inside tx: the batch form
+// of the Handlers, for effects that can be written for many events with a
+// few statements. The same rules hold as for a Handler; an error fails the
+// whole run (its messages are then delivered one by one, each in a run of
+// its own).
+type BatchHandler func(ctx context.Context, tx pgx.Tx, msgs []Message) error
+
 // Outcome says what happened to one delivery.
 type Outcome string
 
@@ -40,18 +47,25 @@ type Config struct {
 	// Handlers maps an event type (ce_type) to its handler. A type without a
 	// handler is dead-lettered with reason "unknown_type".
 	Handlers map[string]Handler
+	// BatchHandler, when set, applies the events instead of Handlers (which
+	// still say which types are handled): with every run of events of a
+	// batch, and with single events alone.
+	BatchHandler BatchHandler
 
 	// Disabled turns the inbox off: no dedupe, no ordering, every delivery
 	// runs its handler. It exists to demonstrate what the inbox prevents.
 	Disabled bool
 
 	// BatchSize bounds how many messages of a partition, already fetched and
-	// waiting, are processed in one transaction (one commit instead of one per
-	// message). A failing batch is retried message by message. Default 1:
-	// every message in its own transaction. Batch only when handlers do not
-	// lock rows that other partitions' batches lock too (they would take the
-	// locks in different orders and deadlock) and have no side effect outside
-	// the transaction (a retried batch repeats it).
+	// waiting, are processed in one transaction (one commit and a fixed
+	// number of statements instead of several per message). A failing batch
+	// is rolled back and retried message by message. Default 1: every message
+	// in its own transaction. Batch only when handlers take the row locks
+	// they share with other partitions' batches in one consistent order
+	// (otherwise concurrent batches deadlock and fall back to one message at
+	// a time) and have no side effect outside the transaction (a retried
+	// batch repeats it). The consumer's channel buffer is raised to
+	// BatchSize so that a full batch can be waiting.
 	BatchSize int
 
 	MaxAttempts     int           // handler attempts before dead-lettering; default 5

@@ -15,6 +15,21 @@
 // commits marked offsets every second and when the Runner stops). A crash at
 // any point before the mark re-delivers the message; the inbox absorbs it.
 //
+// # Batches
+//
+// With Config.BatchSize > 1 the messages of a partition that are already
+// waiting are processed together in ONE transaction with a fixed number of
+// statements, whatever their count: one INSERT … SELECT unnest(…) ON
+// CONFLICT DO NOTHING RETURNING records them all (already as processed, so
+// no row is written twice), one upsert locks their aggregates' sequences in
+// sorted order, the handlers run (a BatchHandler writes the whole run's
+// effects in a few statements), and one UPDATE advances the sequences. The
+// outcome of every message is exactly what it would be one at a time. The
+// offsets are marked after the commit; a crash before it rolls the whole
+// batch back and Kafka re-delivers it, and a failing batch is rolled back and
+// retried message by message, so a poison message costs its batch one wasted
+// attempt.
+//
 // # Inline, not a worker
 //
 // Processing is inline, in the partition's claim goroutine, rather than

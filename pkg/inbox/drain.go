@@ -38,12 +38,11 @@ func (e *engine) drain(ctx context.Context, aggregate string) error {
 			}
 			found = true
 			msg := messageFromRow(row)
-			h, ok := e.cfg.Handlers[msg.Type]
-			if !ok {
-				return &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+			if _, ok := e.cfg.Handlers[msg.Type]; !ok {
+				return unknownType(msg)
 			}
 			sctx, span := traceDrained(ctx, msg)
-			err = e.apply(sctx, q, tx, h, msg)
+			err = e.apply(sctx, q, tx, msg)
 			endDrained(span, err)
 			return err
 		})

@@ -35,16 +35,16 @@ func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
 	backoff := e.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		var (
-			outcome Outcome
-			more    bool
+			outcomes []Outcome
+			ready    []string
 		)
 		err := withTx(ctx, e.pool, func(tx pgx.Tx) (err error) {
-			outcome, more, err = e.step(ctx, tx, msg)
+			outcomes, ready, err = e.step(ctx, tx, []Message{msg})
 			return err
 		})
 		if err == nil {
-			e.finish(ctx, msg, outcome, more)
-			return outcome, nil
+			e.finish(ctx, []Message{msg}, outcomes, ready)
+			return outcomes[0], nil
 		}
 		if ctx.Err() != nil {
 			return "", ctx.Err()
@@ -65,32 +65,30 @@ func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
 	}
 }
 
-// deliverBatch processes several decoded deliveries in ONE transaction, which
-// saves a commit per message. If anything in it fails, the transaction rolls
-// back and the messages are delivered one by one (deliver), so a poison
-// message costs its batch one wasted attempt and nothing else.
+// deliverBatch processes several decoded deliveries in ONE transaction with
+// a fixed number of statements (step), which saves a commit and most round
+// trips per message. If anything in it fails, the transaction rolls back —
+// nothing of the batch is left applied — and the messages are delivered one
+// by one (deliver), so a poison message costs its batch one wasted attempt
+// and nothing else.
 func (e *engine) deliverBatch(ctx context.Context, msgs []Message) ([]Outcome, error) {
-	outcomes := make([]Outcome, len(msgs))
-	more := make([]bool, len(msgs))
-	err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
-		for i, msg := range msgs {
-			var err error
-			if outcomes[i], more[i], err = e.step(ctx, tx, msg); err != nil {
-				return err
-			}
-		}
-		return nil
+	var (
+		outcomes []Outcome
+		ready    []string
+	)
+	err := withTx(ctx, e.pool, func(tx pgx.Tx) (err error) {
+		outcomes, ready, err = e.step(ctx, tx, msgs)
+		return err
 	})
 	if err == nil {
-		for i, msg := range msgs {
-			e.finish(ctx, msg, outcomes[i], more[i])
-		}
+		e.finish(ctx, msgs, outcomes, ready)
 		return outcomes, nil
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	e.log.DebugContext(ctx, "batch failed; delivering its messages one by one", "size", len(msgs), "error", err)
+	outcomes = make([]Outcome, len(msgs))
 	for i, msg := range msgs {
 		if outcomes[i], err = e.deliver(ctx, msg); err != nil {
 			return nil, err
@@ -99,73 +97,23 @@ func (e *engine) deliverBatch(ctx context.Context, msgs []Message) ([]Outcome, e
 	return outcomes, nil
 }
 
-// finish counts a committed delivery and applies the parked events it
+// finish counts committed deliveries and applies the parked events they
 // unblocked.
-func (e *engine) finish(ctx context.Context, msg Message, outcome Outcome, more bool) {
-	e.count(msg, outcome)
-	if more {
-		if err := e.drain(ctx, msg.Subject); err != nil {
-			e.log.WarnContext(ctx, "applying parked events", "aggregate_id", msg.Subject, "error", err)
+func (e *engine) finish(ctx context.Context, msgs []Message, outcomes []Outcome, ready []string) {
+	for i, msg := range msgs {
+		e.count(msg, outcomes[i])
+	}
+	for _, aggregate := range ready {
+		if err := e.drain(ctx, aggregate); err != nil {
+			e.log.WarnContext(ctx, "applying parked events", "aggregate_id", aggregate, "error", err)
 		}
 	}
 }
 
-// step is one delivery inside tx. With the inbox on: record the event (a
-// conflict means a duplicate), then apply it if it is next in its aggregate's
-// sequence, or leave it parked; more reports that the event after it is
-// parked and can be applied now. With the inbox off: run the handler.
-func (e *engine) step(ctx context.Context, tx pgx.Tx, msg Message) (outcome Outcome, more bool, err error) {
-	ctx = messageContext(ctx, msg)
-	h, ok := e.cfg.Handlers[msg.Type]
-	if e.cfg.Disabled {
-		if !ok {
-			return "", false, &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
-		}
-		return Processed, false, e.runHandler(ctx, tx, h, msg)
-	}
-	q := inboxdb.New(tx)
-	n, err := q.Record(ctx, recordParams(msg))
-	if err != nil {
-		return "", false, fmt.Errorf("recording event %s: %w", msg.ID, err)
-	}
-	if n == 0 {
-		return Duplicate, false, nil
-	}
-	if !ok {
-		return "", false, &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
-	}
-	if msg.Sequence == 0 {
-		return Processed, false, e.apply(ctx, q, tx, h, msg)
-	}
-	if err := q.EnsureSequence(ctx, msg.Subject); err != nil {
-		return "", false, fmt.Errorf("creating sequence of %s: %w", msg.Subject, err)
-	}
-	applied, err := q.LockSequence(ctx, msg.Subject)
-	if err != nil {
-		return "", false, fmt.Errorf("locking sequence of %s: %w", msg.Subject, err)
-	}
-	switch {
-	case msg.Sequence <= applied:
-		// A new event id for a position already applied: the producer
-		// re-issued it. Recorded as processed, not applied again.
-		return Duplicate, false, q.MarkProcessed(ctx, msg.ID)
-	case msg.Sequence > applied+1:
-		return Parked, false, nil
-	}
-	if err := e.apply(ctx, q, tx, h, msg); err != nil {
-		return "", false, err
-	}
-	more, err = q.HasParked(ctx, inboxdb.HasParkedParams{AggregateID: msg.Subject, Sequence: msg.Sequence + 1})
-	if err != nil {
-		return "", false, fmt.Errorf("looking for parked events of %s: %w", msg.Subject, err)
-	}
-	return Processed, more, nil
-}
-
-// apply runs the handler and marks the event processed (advancing its
-// aggregate's sequence) inside tx.
-func (e *engine) apply(ctx context.Context, q *inboxdb.Queries, tx pgx.Tx, h Handler, msg Message) error {
-	if err := e.runHandler(ctx, tx, h, msg); err != nil {
+// apply runs the handler of a parked or re-driven event and marks it
+// processed (advancing its aggregate's sequence) inside tx.
+func (e *engine) apply(ctx context.Context, q *inboxdb.Queries, tx pgx.Tx, msg Message) error {
+	if err := e.applyAll(ctx, tx, []Message{msg}); err != nil {
 		return err
 	}
 	if err := q.MarkProcessed(ctx, msg.ID); err != nil {
@@ -176,27 +124,6 @@ func (e *engine) apply(ctx context.Context, q *inboxdb.Queries, tx pgx.Tx, h Han
 			return fmt.Errorf("advancing sequence of %s: %w", msg.Subject, err)
 		}
 	}
-	return nil
-}
-
-func (e *engine) runHandler(ctx context.Context, tx pgx.Tx, h Handler, msg Message) error {
-	hctx, cancel := context.WithTimeout(ctx, e.cfg.HandlerTimeout)
-	defer cancel()
-	start := time.Now()
-	if err := h(hctx, tx, msg); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if transient(err) {
-			return fmt.Errorf("handling %s %s: %w", msg.Type, msg.ID, err)
-		}
-		reason := ReasonHandlerFailed
-		if IsPermanent(err) {
-			reason = ReasonRejected
-		}
-		return &handlerError{reason, fmt.Errorf("handling %s %s: %w", msg.Type, msg.ID, err)}
-	}
-	e.m.latency.WithLabelValues(msg.Type).Observe(time.Since(start).Seconds())
 	return nil
 }
 

@@ -44,11 +44,10 @@ func Redrive(ctx context.Context, pool *pgxpool.Pool, cfg Config, eventID uuid.U
 		}
 		// An unordered event is applied right here.
 		msg := messageFromRow(row)
-		h, ok := cfg.Handlers[msg.Type]
-		if !ok {
-			return &handlerError{ReasonUnknownType, fmt.Errorf("%w %q", ErrUnknownType, msg.Type)}
+		if _, ok := cfg.Handlers[msg.Type]; !ok {
+			return unknownType(msg)
 		}
-		return e.apply(ctx, q, tx, h, msg)
+		return e.apply(ctx, q, tx, msg)
 	})
 	var herr *handlerError
 	if errors.As(err, &herr) {

@@ -8,7 +8,9 @@ import (
 	"github.com/paylab/paylab/pkg/inbox/internal/inboxdb"
 )
 
-func recordParams(msg Message) inboxdb.RecordParams {
+// recordParams are the columns an event is recorded with (attempts and
+// last error left zero).
+func recordParams(msg Message) inboxdb.RecordFailedParams {
 	headers, _ := json.Marshal(msg.Headers) // a map of strings always marshals
 	var at *time.Time
 	if !msg.Time.IsZero() {
@@ -18,7 +20,7 @@ func recordParams(msg Message) inboxdb.RecordParams {
 	if !json.Valid(payload) {
 		payload, _ = json.Marshal(string(msg.Data)) // undecodable data is kept as a JSON string
 	}
-	return inboxdb.RecordParams{
+	return inboxdb.RecordFailedParams{
 		EventID: msg.ID, EventType: msg.Type, Source: msg.Source, AggregateID: msg.Subject,
 		Sequence: msg.Sequence, EventTime: at, Payload: payload, Headers: headers,
 		Topic: msg.Topic, KafkaPartition: msg.Partition, KafkaOffset: msg.Offset,
@@ -27,16 +29,11 @@ func recordParams(msg Message) inboxdb.RecordParams {
 
 func failedParams(msg Message, attempts int, cause error) inboxdb.RecordFailedParams {
 	r := recordParams(msg)
-	lastError := ""
+	r.Attempts = int32(attempts)
 	if cause != nil {
-		lastError = cause.Error()
+		r.LastError = cause.Error()
 	}
-	return inboxdb.RecordFailedParams{
-		EventID: r.EventID, EventType: r.EventType, Source: r.Source, AggregateID: r.AggregateID,
-		Sequence: r.Sequence, EventTime: r.EventTime, Payload: r.Payload, Headers: r.Headers,
-		Topic: r.Topic, KafkaPartition: r.KafkaPartition, KafkaOffset: r.KafkaOffset,
-		Attempts: int32(attempts), LastError: lastError,
-	}
+	return r
 }
 
 // messageFromRow rebuilds a Message from its inbox row.

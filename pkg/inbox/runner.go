@@ -89,6 +89,7 @@ func (r *Runner) saramaConfigs() (consumer, producer *sarama.Config) {
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.Offsets.AutoCommit.Enable = true
 	c.Consumer.Return.Errors = false
+	c.ChannelBufferSize = max(c.ChannelBufferSize, r.cfg.BatchSize)
 	if r.cfg.ProducerSarama != nil {
 		return &c, r.cfg.ProducerSarama
 	}

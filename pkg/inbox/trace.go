@@ -43,7 +43,7 @@ type processSpans struct {
 type processSpansKey struct{}
 
 // traceProcess starts the spans of kms and returns ctx carrying them; step
-// hands each message its own span (messageContext), so a handler's spans
+// hands each message its own span (MessageContext), so a handler's spans
 // nest under it.
 func (r *Runner) traceProcess(ctx context.Context, kms []*sarama.ConsumerMessage) (context.Context, *processSpans) {
 	tracer := otel.Tracer(TracerName)
@@ -89,9 +89,10 @@ func (r *Runner) traceProcess(ctx context.Context, kms []*sarama.ConsumerMessage
 	return context.WithValue(ctx, processSpansKey{}, ps), ps
 }
 
-// messageContext returns ctx with msg's process span as the current span,
-// when ctx carries one for it; otherwise ctx.
-func messageContext(ctx context.Context, msg Message) context.Context {
+// MessageContext returns ctx with msg's process span as the current span,
+// when ctx carries one for it; otherwise ctx. A Handler's ctx already has
+// its message's span; a BatchHandler uses this to trace its work per message.
+func MessageContext(ctx context.Context, msg Message) context.Context {
 	ps, ok := ctx.Value(processSpansKey{}).(*processSpans)
 	if !ok || msg.Topic != ps.topic || msg.Partition != ps.partition {
 		return ctx

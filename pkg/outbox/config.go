@@ -21,9 +21,16 @@ type Config struct {
 	BatchSize int
 	// LeaseTTL is how long a claimed batch belongs to this relay. If the
 	// relay dies, its events are published by another relay after the lease
-	// expires. A batch gets at most half the TTL to be published (see
+	// expires. A batch normally gets half the TTL to be acknowledged (see
 	// PublishTimeout); the other half is the safety margin. Default 30s.
 	LeaseTTL time.Duration
+	// MaxPublishWait bounds how long a batch waits for the publisher's
+	// verdict. Past PublishTimeout the relay renews its lease every half TTL
+	// while acknowledgements are pending rather than give up on events that
+	// are still in the producer (and may yet be sent); past MaxPublishWait it
+	// gives up, and the unacknowledged events are retried. Keep the
+	// producer's own timeouts and retries well below it. Default 4×LeaseTTL.
+	MaxPublishWait time.Duration
 	// PollInterval is how often the relay looks for work without a
 	// notification: the fallback for lost notifications, and the pace at
 	// which expired leases and retry backoffs are noticed. Default 1s.
@@ -83,6 +90,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	set(&c.LeaseTTL, DefaultLeaseTTL)
+	set(&c.MaxPublishWait, 4*c.LeaseTTL)
 	set(&c.PollInterval, DefaultPollInterval)
 	set(&c.RetryBackoff, DefaultRetryBackoff)
 	set(&c.RetryMaxBackoff, DefaultRetryMaxBackoff)
@@ -125,6 +133,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %v is negative", name, d))
 		}
 	}
+	if c.MaxPublishWait < c.LeaseTTL/2 {
+		errs = append(errs, fmt.Errorf("max publish wait %v is shorter than half the lease TTL %v", c.MaxPublishWait, c.LeaseTTL))
+	}
 	if c.RetryMaxBackoff < c.RetryBackoff {
 		errs = append(errs, fmt.Errorf("retry max backoff %v is shorter than retry backoff %v", c.RetryMaxBackoff, c.RetryBackoff))
 	}
@@ -137,9 +148,10 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// PublishTimeout is how long a batch may take to be published: half the
-// lease TTL, so a batch is acknowledged and marked well before its lease can
-// expire and another relay take the same events.
+// PublishTimeout is the ack budget of a batch: half the lease TTL, so a
+// batch is normally acknowledged and marked well before its lease can expire
+// and another relay take the same events. A batch still waiting for
+// acknowledgements then has its lease renewed (see MaxPublishWait).
 func (c Config) PublishTimeout() time.Duration { return c.withDefaults().LeaseTTL / 2 }
 
 // Hooks are optional functions called at the relay's step boundaries. One

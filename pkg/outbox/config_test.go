@@ -24,6 +24,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative poll", Config{PollInterval: -time.Second}},
 		{"max backoff below backoff", Config{RetryBackoff: time.Minute, RetryMaxBackoff: time.Second}},
 		{"negative retention batch", Config{RetentionBatch: -5}},
+		{"max publish wait below the ack budget", Config{LeaseTTL: 10 * time.Second, MaxPublishWait: time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,6 +35,9 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if got := (Config{LeaseTTL: 10 * time.Second}).PublishTimeout(); got != 5*time.Second {
 		t.Fatalf("PublishTimeout = %v, want half the TTL", got)
+	}
+	if got := (Config{LeaseTTL: 10 * time.Second}).withDefaults().MaxPublishWait; got != 40*time.Second {
+		t.Fatalf("default MaxPublishWait = %v, want four lease TTLs", got)
 	}
 }
 

@@ -12,7 +12,8 @@
 // an inbox (package inbox) keyed by the event id.
 //
 // The table is created by the migration db/migrations/orders/00002_outbox.sql
-// (00010_outbox_storage.sql tunes its storage); copy them with the package.
+// (00010_outbox_storage.sql and 00011_outbox_hot_claims.sql tune its
+// storage); copy them with the package.
 //
 // # The relay
 //
@@ -26,13 +27,18 @@
 //     are claimable when dispatched_at IS NULL, parked_at IS NULL and the lease
 //     is absent or expired — all on the database clock, never the relays'.
 //     SKIP LOCKED lets relays take disjoint batches without waiting on each
-//     other.
+//     other. The lease columns are not indexed and the table keeps half of
+//     each page free (migration 00011), so a claim is a HOT update that
+//     rewrites each row in place.
 //  2. Publish the batch asynchronously (KafkaPublisher: all messages handed to
 //     a sarama AsyncProducer at once, acks collected) and record the outcome
-//     in one UPDATE … FROM unnest(…) (CompleteBatch) that only touches rows
-//     this relay still holds (lease_owner = ID): acknowledged rows get
-//     dispatched_at = now(); failed rows get attempts/last_error and a
-//     backoff; permanently failing rows are parked.
+//     in one UPDATE (CompleteBatch) that only touches rows this relay still
+//     holds (lease_owner = ID): acknowledged rows get dispatched_at = now();
+//     failed rows get attempts/last_error and a backoff; permanently failing
+//     rows are parked. This mark is the expensive statement (it moves every
+//     row out of the pending indexes), so Run records one batch while it
+//     claims and publishes the next: a relay holds at most two batches, one
+//     being published and one being marked.
 //
 // # Guarantees and how they are kept
 //
@@ -62,15 +68,20 @@
 // aggregates are claimed around it.
 //
 // A lease is respected. Claims only take rows whose lease expired, and a
-// relay records outcomes only for rows it still holds. Leases are not
-// renewed; instead a batch is sized to finish well inside its lease: it gets
-// half the TTL to be published and a quarter to be recorded (publishes slower
-// than a quarter of the TTL are logged). If a relay still overruns, another
-// relay may publish the same events again — a duplicate on the wire, which
-// the consumers' inboxes absorb; the late relay's outcome is then discarded.
-// Keep the producer's own retries (sarama Producer.Retry, Producer.Timeout)
-// shorter than half the TTL, as the orders relay does, so that a send given
-// up by the relay is not still being retried by the producer.
+// relay records outcomes only for rows it still holds. A batch normally gets
+// half the TTL to be acknowledged (PublishTimeout) and a quarter to be
+// recorded. When acknowledgements are slower than that (a loaded broker or
+// machine), the relay does not give up on events that are still in the
+// producer — they may yet be sent, and releasing them for a retry would put
+// them on the wire twice — it renews its lease on the batch every half TTL
+// while it waits (one extra statement, counted in lease_renewals_total), up
+// to MaxPublishWait (default four TTLs). Only a relay that stalls for longer
+// than the lease, or gives up at MaxPublishWait, lets another relay publish
+// the same events again — a duplicate on the wire, which the consumers'
+// inboxes absorb; the late relay's outcome is then discarded. Keep the
+// producer's own retries (sarama Producer.Retry, Producer.Timeout) well below
+// MaxPublishWait, as the orders relay does, so that a send given up by the
+// relay is not still being retried by the producer.
 //
 // Failures. A broker error releases the row with an exponential backoff with
 // jitter (RetryBackoff doubling per attempt up to RetryMaxBackoff, times
@@ -94,8 +105,8 @@
 // Retention. Dispatched rows older than Retention are deleted every
 // RetentionInterval, RetentionBatch rows per statement (no long locks, no
 // huge transactions), on the database clock. Pending and parked rows are
-// never deleted. The table is a queue: migration 00010 sets fillfactor 80
-// (HOT updates of the lease columns) and an aggressive autovacuum
+// never deleted. The table is a queue: migrations 00010 and 00011 set
+// fillfactor 50 (HOT updates of the lease columns) and an aggressive autovacuum
 // (vacuum after 1 000 dead rows + 1 %, analyze after 1 000 + 2 %, no cost
 // delay) so dead tuples do not pile up in the partial indexes.
 //
@@ -110,6 +121,7 @@
 //	paylab_outbox_publish_errors_total{kind}    counter    unacknowledged events: transient | permanent
 //	paylab_outbox_parked_total                  counter    events parked by this relay
 //	paylab_outbox_lease_reclaims_total          counter    events taken over from an expired lease
+//	paylab_outbox_lease_renewals_total          counter    leases renewed while slow acks were pending
 //	paylab_outbox_batch_size                    histogram  events per claimed batch
 //	paylab_outbox_publish_latency_seconds       histogram  insert → dispatch recorded (database clock)
 //	paylab_outbox_publish_duration_seconds      histogram  one batch's publish round trip

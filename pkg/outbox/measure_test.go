@@ -11,6 +11,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/internal/broker"
 	"github.com/paylab/paylab/internal/testenv"
@@ -29,22 +31,38 @@ func skipUnlessMeasuring(t *testing.T) {
 }
 
 // Drain rate: a pre-seeded backlog of 100 000 events (one per order),
-// drained by 1 and by 3 relays with the default configuration.
+// drained by 1 and by 3 relays with the default configuration. The relays'
+// statements are counted by name, per claimed batch.
 func TestMeasureDrainRate(t *testing.T) {
 	skipUnlessMeasuring(t)
 	const backlog = 100_000
 	for _, relays := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d relays", relays), func(t *testing.T) {
-			pool, _ := testenv.NewPool(t, "orders")
+			pool, dbURL := testenv.NewPool(t, "orders")
 			topic := testenv.NewTopic(t, 6)
 			ctx := longContext(t, 15*time.Minute)
 			seedOrders(t, ctx, pool, topic, backlog, 1)
 			if _, err := pool.Exec(ctx, "VACUUM ANALYZE outbox"); err != nil {
 				t.Fatal(err)
 			}
+			counter := &statementCounter{byName: map[string]int{}}
+			pcfg, err := pgxpool.ParseConfig(dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pcfg.ConnConfig.Tracer = counter
+			relayPool, err := pgxpool.NewWithConfig(ctx, pcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(relayPool.Close)
+			var regs []*prometheus.Registry
 			start := time.Now()
 			for i := range relays {
-				startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{ID: fmt.Sprintf("relay-%d", i)})
+				reg := prometheus.NewRegistry()
+				regs = append(regs, reg)
+				startRelay(t, relayPool, newKafkaPublisher(t, testenv.Brokers()),
+					outbox.Config{ID: fmt.Sprintf("relay-%d", i), Registerer: reg})
 			}
 			deadline := time.Now().Add(10 * time.Minute)
 			for undispatched(t, ctx, pool) > 0 {
@@ -54,8 +72,66 @@ func TestMeasureDrainRate(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			took := time.Since(start)
-			t.Logf("MEASURE drain: %d events, %d relay(s), %v → %.0f events/s",
-				backlog, relays, took.Round(time.Millisecond), backlog/took.Seconds())
+			batches := 0.0
+			for _, reg := range regs {
+				batches += metricValue(t, reg, "paylab_outbox_batch_size")
+			}
+			counter.mu.Lock()
+			statements := counter.byName["ClaimBatch"] + counter.byName["CompleteBatch"] + counter.byName["RenewLeases"]
+			t.Logf("MEASURE drain: %d events, %d relay(s), %v → %.0f events/s; %.0f batches, %d claim/mark/renew statements (%.2f per batch), all statements %v",
+				backlog, relays, took.Round(time.Millisecond), backlog/took.Seconds(), batches, statements,
+				float64(statements)/batches, counter.byName)
+			counter.mu.Unlock()
+		})
+	}
+}
+
+// The raw baselines of the drain rate: the same 100 000 messages (the same
+// shape: key, CloudEvents headers, traceparent, payload) sent by a bare
+// sarama AsyncProducer with the relay's producer settings
+// (broker.ProducerConfig), no database involved: streamed as fast as the
+// producer takes them, and in batches of the relay's default size, each
+// batch's acks awaited before the next is sent (the relay's publish step on
+// its own). The relay's drain rate is read as a ratio to these.
+func TestMeasureRawProducer(t *testing.T) {
+	skipUnlessMeasuring(t)
+	const total = 100_000
+	for _, batch := range []int{total, outbox.DefaultBatchSize} {
+		name := "streamed"
+		if batch < total {
+			name = fmt.Sprintf("batches of %d", batch)
+		}
+		t.Run(name, func(t *testing.T) {
+			topic := testenv.NewTopic(t, 6)
+			msgs := make([]*sarama.ProducerMessage, total)
+			for i := range msgs {
+				e := event(topic, fmt.Sprintf("order-%05d", i), 1)
+				e.OccurredAt = time.Now()
+				msgs[i] = e.ProducerMessage("/paylab/orders")
+			}
+			producer, err := sarama.NewAsyncProducer(testenv.Brokers(), broker.ProducerConfig("outbox-measure-raw"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer producer.Close()
+			start := time.Now()
+			for from := 0; from < total; from += batch {
+				part := msgs[from:min(from+batch, total)]
+				go func() {
+					for _, m := range part {
+						producer.Input() <- m
+					}
+				}()
+				for range part {
+					select {
+					case <-producer.Successes():
+					case perr := <-producer.Errors():
+						t.Fatal(perr.Err)
+					}
+				}
+			}
+			took := time.Since(start)
+			t.Logf("MEASURE raw producer, %s: %d events, %v → %.0f events/s", name, total, took.Round(time.Millisecond), total/took.Seconds())
 		})
 	}
 }

@@ -11,6 +11,7 @@ type metrics struct {
 	publishErrors      *prometheus.CounterVec
 	parkedTotal        prometheus.Counter
 	leaseReclaims      prometheus.Counter
+	leaseRenewals      prometheus.Counter
 	batchSize          prometheus.Histogram
 	publishLatency     prometheus.Histogram
 	publishDuration    prometheus.Histogram
@@ -37,6 +38,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Events parked by this relay (permanent error or too many attempts)."}),
 		leaseReclaims: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "lease_reclaims_total",
 			Help: "Events claimed whose previous lease had expired without completion (taken over from a dead or stalled relay)."}),
+		leaseRenewals: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "lease_renewals_total",
+			Help: "Lease renewals of batches whose acknowledgements outlasted half the lease TTL."}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "batch_size",
 			Help:    "Events per claimed batch.",
 			Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000}}),
@@ -54,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Times the LISTEN connection was lost and reopened."}),
 	}
 	for _, c := range []prometheus.Collector{m.pending, m.oldestPendingAge, m.parked, m.published, m.publishErrors,
-		m.parkedTotal, m.leaseReclaims, m.batchSize, m.publishLatency, m.publishDuration, m.relayErrors,
+		m.parkedTotal, m.leaseReclaims, m.leaseRenewals, m.batchSize, m.publishLatency, m.publishDuration, m.relayErrors,
 		m.retentionDeleted, m.listenerReconnects} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

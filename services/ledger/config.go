@@ -11,9 +11,10 @@ import (
 type config struct {
 	consumersvc.Config
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8082"`
-	// InboxBatchSize > 1 applies up to that many waiting messages of a
-	// partition in one transaction (see inbox.Config.BatchSize).
-	InboxBatchSize int `env:"INBOX_BATCH_SIZE" envDefault:"1"`
+	// InboxBatchSize is how many waiting messages of a partition are applied
+	// in one transaction, with a fixed number of statements (see
+	// inbox.Config.BatchSize and ledger.Apply); 1 applies each on its own.
+	InboxBatchSize int `env:"INBOX_BATCH_SIZE" envDefault:"500"`
 }
 
 func loadConfig() (config, error) {

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/paylab/paylab/internal/chaos"
 	"github.com/paylab/paylab/internal/consumersvc"
 	"github.com/paylab/paylab/pkg/inbox"
@@ -35,7 +37,7 @@ func run(ctx context.Context, args []string) error {
 	defer stop()
 	switch {
 	case len(args) == 0 || args[0] == "serve":
-		return serve(ctx, cfg, log, chaos.Points(log, ledger.FaultAfterApplyBeforeOffsetCommit))
+		return serve(ctx, cfg, log, chaos.Points(log, ledger.FaultAfterApplyBeforeOffsetCommit, ledger.FaultAfterApplyBeforeCommit))
 	case args[0] == "redrive" && len(args) == 2:
 		return redrive(ctx, cfg, log, args[1])
 	}
@@ -51,11 +53,29 @@ func redrive(ctx context.Context, cfg config, log *slog.Logger, eventID string) 
 // open builds the ledger's consumer: the journal handlers behind the inbox.
 func open(ctx context.Context, cfg config, log *slog.Logger, fault consumersvc.FaultFunc) (*consumersvc.Service, error) {
 	return consumersvc.Open(ctx, cfg.Config, log, consumersvc.Spec{
-		Name:             "ledger",
-		Inbox:            inbox.Config{Handlers: ledger.Handlers(), BatchSize: cfg.InboxBatchSize},
+		Name: "ledger",
+		Inbox: inbox.Config{
+			Handlers:     ledger.Handlers(),
+			BatchHandler: applyWithFault(fault),
+			BatchSize:    cfg.InboxBatchSize,
+		},
 		Fault:            fault,
 		AfterCommitPoint: ledger.FaultAfterApplyBeforeOffsetCommit,
 	})
+}
+
+// applyWithFault is ledger.Apply followed by the fault point between a
+// batch's writes and its commit.
+func applyWithFault(fault consumersvc.FaultFunc) inbox.BatchHandler {
+	return func(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) error {
+		if err := ledger.Apply(ctx, tx, msgs); err != nil {
+			return err
+		}
+		if fault != nil {
+			fault(ctx, ledger.FaultAfterApplyBeforeCommit)
+		}
+		return nil
+	}
 }
 
 // serve consumes and serves the read API and the admin listener until ctx

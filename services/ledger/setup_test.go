@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/paylab/paylab/internal/consumersvc"
+	"github.com/paylab/paylab/internal/consumersvc/consumertest"
 	"github.com/paylab/paylab/internal/testenv"
 	"github.com/paylab/paylab/services/ledger/internal/ledgerdb"
 	"github.com/paylab/paylab/services/ledger/internal/ledgerhttp"
@@ -18,7 +19,7 @@ import (
 // TestMain runs the tests, or, in a crash test's child process, a real
 // ledger configured from the environment like the binary.
 func TestMain(m *testing.M) {
-	testenv.ConsumerTestMain(m, func(ctx context.Context, fault consumersvc.FaultFunc) error {
+	consumertest.Main(m, func(ctx context.Context, fault consumersvc.FaultFunc) error {
 		cfg, err := loadConfig()
 		if err != nil {
 			return err
@@ -29,12 +30,12 @@ func TestMain(m *testing.M) {
 
 // fixture is one ledger on its own database and topics.
 type fixture struct {
-	*testenv.ConsumerFixture
+	*consumertest.Fixture
 }
 
 func newFixture(t *testing.T, partitions int32) *fixture {
 	t.Helper()
-	f := &fixture{testenv.NewConsumerFixture(t, "ledger", partitions)}
+	f := &fixture{consumertest.NewFixture(t, "ledger", partitions)}
 	t.Cleanup(f.checkInvariant)
 	return f
 }

@@ -4,13 +4,14 @@ import (
 	"net"
 	"testing"
 
+	"github.com/paylab/paylab/internal/consumersvc/consumertest"
 	"github.com/paylab/paylab/internal/testenv"
 )
 
 // startChild runs this test binary as a notifications process (see TestMain).
 func startChild(t *testing.T, cfg config, crashAt string) *testenv.Child {
 	t.Helper()
-	return testenv.StartConsumerChild(t, "notifications", cfg.Config, crashAt, "SMTP_ADDR="+cfg.SMTPAddr)
+	return consumertest.StartChild(t, "notifications", cfg.Config, crashAt, "SMTP_ADDR="+cfg.SMTPAddr)
 }
 
 func freeAddr(t *testing.T) string {

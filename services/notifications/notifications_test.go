@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paylab/paylab/internal/consumersvc"
+	"github.com/paylab/paylab/internal/consumersvc/consumertest"
 	"github.com/paylab/paylab/internal/testenv"
 	"github.com/paylab/paylab/services/notifications/internal/receipt"
 )
@@ -102,8 +103,8 @@ func TestCrashAfterMarkBeforeOffsetCommit(t *testing.T) {
 			e := captured("ord-crash", "cus_9", 4200, "EUR")
 			f.Publish(e)
 			first := startChild(t, cfg, FaultAfterMarkBeforeOffsetCommit)
-			if code := first.Wait(t, 60*time.Second); code != testenv.CrashCode {
-				t.Fatalf("exit code %d, want the crash code %d\n%s", code, testenv.CrashCode, first.Output())
+			if code := first.Wait(t, 60*time.Second); code != consumertest.CrashCode {
+				t.Fatalf("exit code %d, want the crash code %d\n%s", code, consumertest.CrashCode, first.Output())
 			}
 			second := startChild(t, cfg, "")
 			testenv.Eventually(t, 60*time.Second, "the redelivery", func() bool {
@@ -132,8 +133,8 @@ func TestCrashAfterSendBeforeMarkSendsTwiceWithOneMessageID(t *testing.T) {
 	e := captured("ord-smtp", "cus_5", 300, "EUR")
 	f.Publish(e)
 	first := startChild(t, cfg, receipt.FaultAfterSendBeforeMark)
-	if code := first.Wait(t, 60*time.Second); code != testenv.CrashCode {
-		t.Fatalf("exit code %d, want the crash code %d\n%s", code, testenv.CrashCode, first.Output())
+	if code := first.Wait(t, 60*time.Second); code != consumertest.CrashCode {
+		t.Fatalf("exit code %d, want the crash code %d\n%s", code, consumertest.CrashCode, first.Output())
 	}
 	if got := f.Count("SELECT count(*) FROM notifications"); got != 0 {
 		t.Fatalf("%d rows recorded although the crash came before the commit", got)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paylab/paylab/internal/consumersvc"
+	"github.com/paylab/paylab/internal/consumersvc/consumertest"
 	"github.com/paylab/paylab/internal/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 	"github.com/paylab/paylab/services/notifications/internal/receipt"
@@ -16,7 +17,7 @@ import (
 // TestMain runs the tests, or, in a crash test's child process, a real
 // notifications service configured from the environment like the binary.
 func TestMain(m *testing.M) {
-	testenv.ConsumerTestMain(m, func(ctx context.Context, fault consumersvc.FaultFunc) error {
+	consumertest.Main(m, func(ctx context.Context, fault consumersvc.FaultFunc) error {
 		cfg, err := loadConfig()
 		if err != nil {
 			return err
@@ -26,13 +27,13 @@ func TestMain(m *testing.M) {
 }
 
 type fixture struct {
-	*testenv.ConsumerFixture
+	*consumertest.Fixture
 	mailpit *testenv.Mailpit
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	return &fixture{testenv.NewConsumerFixture(t, "notifications", 3), testenv.StartMailpit(t)}
+	return &fixture{consumertest.NewFixture(t, "notifications", 3), testenv.StartMailpit(t)}
 }
 
 func (f *fixture) config(inboxEnabled bool) config {

@@ -1,9 +1,25 @@
--- name: Record :execrows
--- Records a received event; 0 rows affected means it was seen before.
+-- name: RecordProcessed :many
+-- Records a run of received events, in one statement, as processed: the
+-- caller applies them in the same transaction (an event that must wait for
+-- an earlier one of its aggregate is then parked with Park). Returns the ids
+-- it inserted; an id seen before inserts nothing: a duplicate. Inserting the
+-- final status at once spares every event a second row version. A zero
+-- event time stands for none.
 INSERT INTO inbox (event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers,
-                   topic, kafka_partition, kafka_offset)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-ON CONFLICT (event_id) DO NOTHING;
+                   topic, kafka_partition, kafka_offset, status, processed_at, attempts)
+SELECT unnest(@event_ids::uuid[]), unnest(@event_types::text[]), unnest(@sources::text[]),
+       unnest(@aggregate_ids::text[]), unnest(@sequences::bigint[]),
+       NULLIF(unnest(@event_times::timestamptz[]), '0001-01-01 00:00:00+00'::timestamptz),
+       unnest(@payloads::jsonb[]), unnest(@headers::jsonb[]), unnest(@topics::text[]),
+       unnest(@kafka_partitions::integer[]), unnest(@kafka_offsets::bigint[]), 'processed', now(), 1
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id;
+
+-- name: Park :exec
+-- Turns events recorded by RecordProcessed back into parked ones (status
+-- received): they wait for an earlier event of their aggregate.
+UPDATE inbox SET status = 'received', processed_at = NULL, attempts = 0
+WHERE event_id = ANY(@event_ids::uuid[]);
 
 -- name: RecordFailed :exec
 -- Records an event as failed (dead-lettered), whether or not it was recorded before.
@@ -31,8 +47,33 @@ INSERT INTO inbox_sequences (aggregate_id) VALUES ($1) ON CONFLICT (aggregate_id
 -- Serialises the application of one aggregate's events.
 SELECT applied_sequence FROM inbox_sequences WHERE aggregate_id = $1 FOR UPDATE;
 
+-- name: LockSequences :many
+-- Creates the sequences of the given aggregates if needed and locks them all,
+-- in one statement and in sorted order (so two transactions cannot lock two
+-- of them in opposite orders); returns their applied sequences.
+INSERT INTO inbox_sequences (aggregate_id)
+SELECT a FROM unnest(@aggregate_ids::text[]) AS a ORDER BY a
+ON CONFLICT (aggregate_id) DO UPDATE SET aggregate_id = excluded.aggregate_id
+RETURNING aggregate_id, applied_sequence;
+
 -- name: AdvanceSequence :exec
 UPDATE inbox_sequences SET applied_sequence = $2, updated_at = now() WHERE aggregate_id = $1;
+
+-- name: AdvanceSequences :exec
+UPDATE inbox_sequences AS s
+SET applied_sequence = v.applied_sequence, updated_at = now()
+FROM (SELECT unnest(@aggregate_ids::text[]) AS aggregate_id,
+             unnest(@applied_sequences::bigint[]) AS applied_sequence) AS v
+WHERE s.aggregate_id = v.aggregate_id;
+
+-- name: ParkedNext :many
+-- Which of the given aggregates have their next event (the given sequence)
+-- parked: it can be applied now.
+SELECT DISTINCT i.aggregate_id
+FROM inbox i
+JOIN (SELECT unnest(@aggregate_ids::text[]) AS aggregate_id, unnest(@sequences::bigint[]) AS sequence) AS n
+  ON i.aggregate_id = n.aggregate_id AND i.sequence = n.sequence
+WHERE i.status = 'received';
 
 -- name: Parked :one
 -- The parked event of an aggregate with the given sequence, if any.
@@ -71,8 +112,3 @@ WHERE event_id IN (
 
 -- name: MarkFailed :exec
 UPDATE inbox SET status = 'failed', attempts = attempts + 1, last_error = $2 WHERE event_id = $1;
-
--- name: HasParked :one
-SELECT EXISTS (
-    SELECT 1 FROM inbox WHERE aggregate_id = $1 AND sequence = $2 AND status = 'received'
-);

@@ -1,30 +1,52 @@
--- name: EnsureAccount :exec
-INSERT INTO accounts (id, kind) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING;
+-- name: EnsureAccounts :exec
+-- Creates the accounts that do not exist yet, in sorted order: two
+-- transactions creating the same new accounts wait for each other at the
+-- first one they share instead of each holding one the other needs.
+INSERT INTO accounts (id, kind)
+SELECT unnest(@ids::text[]) AS id, unnest(@kinds::text[]) ORDER BY id
+ON CONFLICT (id) DO NOTHING;
 
--- name: LockAccounts :many
--- Locks the accounts of one journal entry in a fixed order (sorted ids), so
--- two entries touching the same accounts cannot deadlock.
-SELECT id FROM accounts WHERE id = ANY(@ids::text[]) ORDER BY id FOR NO KEY UPDATE;
-
--- name: RecordCapture :exec
+-- name: RecordCaptures :exec
+-- Records the captured amounts of orders, one row per order (the caller
+-- sums several captures of one order).
 INSERT INTO ledger_orders (order_id, customer_account, merchant_account, currency, captured_amount)
-VALUES ($1, $2, $3, $4, $5)
+SELECT unnest(@order_ids::text[]), unnest(@customer_accounts::text[]), unnest(@merchant_accounts::text[]),
+       unnest(@currencies::text[]), unnest(@amounts::bigint[])
 ON CONFLICT (order_id) DO UPDATE SET captured_amount = ledger_orders.captured_amount + excluded.captured_amount;
 
--- name: Order :one
-SELECT * FROM ledger_orders WHERE order_id = $1;
+-- name: Orders :many
+SELECT * FROM ledger_orders WHERE order_id = ANY(@order_ids::text[]);
 
--- name: RecordRefund :exec
-UPDATE ledger_orders SET refunded_amount = refunded_amount + $2 WHERE order_id = $1;
+-- name: RecordRefunds :exec
+-- Adds refunded amounts to orders, one row per order (the caller sums).
+UPDATE ledger_orders AS o
+SET refunded_amount = o.refunded_amount + v.amount
+FROM (SELECT unnest(@order_ids::text[]) AS order_id, unnest(@amounts::bigint[]) AS amount) AS v
+WHERE o.order_id = v.order_id;
 
--- name: InsertEntry :one
-INSERT INTO journal_entries (event_id, order_id, kind, refund_id) VALUES ($1, $2, $3, $4) RETURNING id;
+-- name: NextEntryIDs :many
+-- Reserves n journal entry ids, so that a batch's entries and their postings
+-- are inserted with two statements.
+SELECT nextval(pg_get_serial_sequence('journal_entries', 'id'))::bigint AS id
+FROM generate_series(1, @n::integer);
 
--- name: InsertPosting :exec
-INSERT INTO postings (entry_id, account_id, currency, amount) VALUES ($1, $2, $3, $4);
+-- name: InsertEntries :exec
+INSERT INTO journal_entries (id, event_id, order_id, kind, refund_id)
+SELECT unnest(@ids::bigint[]), unnest(@event_ids::uuid[]), unnest(@order_ids::text[]), unnest(@kinds::text[]),
+       NULLIF(unnest(@refund_ids::text[]), '');
 
--- name: AddToBalance :exec
-INSERT INTO balances (account_id, currency, balance) VALUES ($1, $2, $3)
+-- name: InsertPostings :exec
+INSERT INTO postings (entry_id, account_id, currency, amount)
+SELECT unnest(@entry_ids::bigint[]), unnest(@account_ids::text[]), unnest(@currencies::text[]),
+       unnest(@amounts::bigint[]);
+
+-- name: AddToBalances :exec
+-- Adds amounts to balances, one row per account and currency (the caller
+-- sums), in sorted order: two transactions lock the balance rows they share
+-- in the same order and cannot deadlock.
+INSERT INTO balances (account_id, currency, balance)
+SELECT unnest(@account_ids::text[]) AS account_id, unnest(@currencies::text[]) AS currency, unnest(@amounts::bigint[])
+ORDER BY account_id, currency
 ON CONFLICT (account_id, currency) DO UPDATE
 SET balance = balances.balance + excluded.balance, updated_at = now();
 
@@ -46,3 +68,8 @@ ORDER BY p.entry_id, p.id;
 -- name: PostingTotals :many
 -- The ledger's invariant: every currency's postings sum to zero.
 SELECT currency, sum(amount)::bigint AS total FROM postings GROUP BY currency ORDER BY currency;
+
+-- name: CheckBalanced :exec
+-- Runs the transaction's deferred checks (postings_balanced, the ledger's
+-- only deferred constraint) now rather than at commit.
+SET CONSTRAINTS ALL IMMEDIATE;

@@ -19,21 +19,23 @@ SELECT pg_notify(@channel::text, '') FROM (SELECT count(*) FROM inserted) AS bat
 -- under a live lease, and the oldest undispatched event of its aggregate (so
 -- an aggregate's next event is published only after the previous one was
 -- acknowledged and marked: per-aggregate order with any number of relays).
--- SKIP LOCKED lets concurrent relays take disjoint batches without waiting.
--- reclaimed is true for rows whose previous lease expired without a
--- completion, i.e. taken over from a relay that died or stalled.
+-- Sequences start at 1 without gaps, so an event with sequence 1 is its
+-- aggregate's oldest by definition and skips that lookup (most aggregates
+-- have one event). SKIP LOCKED lets concurrent relays take disjoint batches
+-- without waiting. reclaimed is true for rows whose previous lease expired
+-- without a completion, i.e. taken over from a relay that died or stalled.
 WITH candidates AS (
     SELECT o.id, o.lease_owner AS previous_owner
     FROM outbox o
     WHERE o.dispatched_at IS NULL
       AND o.parked_at IS NULL
       AND (o.leased_until IS NULL OR o.leased_until < now())
-      AND NOT EXISTS (
+      AND (o.sequence = 1 OR NOT EXISTS (
           SELECT 1 FROM outbox older
           WHERE older.aggregate_type = o.aggregate_type
             AND older.aggregate_id = o.aggregate_id
             AND older.sequence < o.sequence
-            AND older.dispatched_at IS NULL)
+            AND older.dispatched_at IS NULL))
     ORDER BY o.id
     LIMIT sqlc.arg(batch_size)
     FOR UPDATE OF o SKIP LOCKED
@@ -48,6 +50,18 @@ WHERE t.id = ANY(ARRAY(SELECT id FROM candidates)) -- an index scan, not a hash 
 RETURNING t.id, t.event_id, t.aggregate_type, t.aggregate_id, t.event_type, t.schema_version,
           t.sequence, t.topic, t.payload, t.headers, t.occurred_at, t.created_at, t.attempts,
           (c.previous_owner IS NOT NULL)::boolean AS reclaimed;
+
+-- name: RenewLeases :many
+-- Extends owner's lease on the given events by lease_seconds from now
+-- (database clock) and returns those it still held: a batch whose
+-- acknowledgements are slow keeps its events instead of letting another
+-- relay publish them a second time.
+UPDATE outbox
+SET leased_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8)
+WHERE id = ANY(sqlc.arg(ids)::bigint[])
+  AND lease_owner = sqlc.arg(owner)::text
+  AND dispatched_at IS NULL
+RETURNING id;
 
 -- name: CompleteBatch :many
 -- Records a batch's outcome in one statement, only for rows owner still

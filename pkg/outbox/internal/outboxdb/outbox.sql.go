@@ -20,12 +20,12 @@ WITH candidates AS (
     WHERE o.dispatched_at IS NULL
       AND o.parked_at IS NULL
       AND (o.leased_until IS NULL OR o.leased_until < now())
-      AND NOT EXISTS (
+      AND (o.sequence = 1 OR NOT EXISTS (
           SELECT 1 FROM outbox older
           WHERE older.aggregate_type = o.aggregate_type
             AND older.aggregate_id = o.aggregate_id
             AND older.sequence < o.sequence
-            AND older.dispatched_at IS NULL)
+            AND older.dispatched_at IS NULL))
     ORDER BY o.id
     LIMIT $3
     FOR UPDATE OF o SKIP LOCKED
@@ -70,9 +70,11 @@ type ClaimBatchRow struct {
 // under a live lease, and the oldest undispatched event of its aggregate (so
 // an aggregate's next event is published only after the previous one was
 // acknowledged and marked: per-aggregate order with any number of relays).
-// SKIP LOCKED lets concurrent relays take disjoint batches without waiting.
-// reclaimed is true for rows whose previous lease expired without a
-// completion, i.e. taken over from a relay that died or stalled.
+// Sequences start at 1 without gaps, so an event with sequence 1 is its
+// aggregate's oldest by definition and skips that lookup (most aggregates
+// have one event). SKIP LOCKED lets concurrent relays take disjoint batches
+// without waiting. reclaimed is true for rows whose previous lease expired
+// without a completion, i.e. taken over from a relay that died or stalled.
 func (q *Queries) ClaimBatch(ctx context.Context, arg ClaimBatchParams) ([]ClaimBatchRow, error) {
 	rows, err := q.db.Query(ctx, claimBatch, arg.Owner, arg.LeaseSeconds, arg.BatchSize)
 	if err != nil {
@@ -286,4 +288,43 @@ func (q *Queries) PendingStats(ctx context.Context) (PendingStatsRow, error) {
 	var i PendingStatsRow
 	err := row.Scan(&i.Pending, &i.Parked, &i.OldestPendingSeconds)
 	return i, err
+}
+
+const renewLeases = `-- name: RenewLeases :many
+UPDATE outbox
+SET leased_until = now() + make_interval(secs => $1::float8)
+WHERE id = ANY($2::bigint[])
+  AND lease_owner = $3::text
+  AND dispatched_at IS NULL
+RETURNING id
+`
+
+type RenewLeasesParams struct {
+	LeaseSeconds float64
+	Ids          []int64
+	Owner        string
+}
+
+// Extends owner's lease on the given events by lease_seconds from now
+// (database clock) and returns those it still held: a batch whose
+// acknowledgements are slow keeps its events instead of letting another
+// relay publish them a second time.
+func (q *Queries) RenewLeases(ctx context.Context, arg RenewLeasesParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, renewLeases, arg.LeaseSeconds, arg.Ids, arg.Owner)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -18,20 +18,30 @@ const TracerName = "github.com/paylab/paylab/services/ledger/internal/ledger"
 // PostSpanName is the name of the span of one journal entry's insert.
 const PostSpanName = "ledger post entry"
 
-func startPost(ctx context.Context, msg inbox.Message, orderID, kind string, lines int) (context.Context, trace.Span) {
-	return otel.Tracer(TracerName).Start(ctx, PostSpanName, trace.WithAttributes(
-		semconv.DBSystemNamePostgreSQL,
-		attribute.String("ledger.order_id", orderID),
-		attribute.String("ledger.entry_kind", kind),
-		attribute.Int("ledger.postings", lines),
-		semconv.CloudEventsEventID(msg.ID.String()),
-	))
-}
-
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, "journal entry not written")
+// startPosts starts one span per entry of a run, each under its event's
+// inbox span: the run writes all its entries with the same statements, so
+// every entry's span covers the whole run (ledger.run_size says how many
+// entries it had). end ends them all.
+func startPosts(ctx context.Context, entries []*entry) (end func(error)) {
+	tracer := otel.Tracer(TracerName)
+	spans := make([]trace.Span, 0, len(entries))
+	for _, e := range entries {
+		_, span := tracer.Start(inbox.MessageContext(ctx, e.msg), PostSpanName, trace.WithAttributes(
+			semconv.DBSystemNamePostgreSQL,
+			attribute.String("ledger.order_id", e.orderID),
+			attribute.String("ledger.entry_kind", e.kind),
+			attribute.Int("ledger.run_size", len(entries)),
+			semconv.CloudEventsEventID(e.msg.ID.String()),
+		))
+		spans = append(spans, span)
 	}
-	span.End()
+	return func(err error) {
+		for _, span := range spans {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "journal entries not written")
+			}
+			span.End()
+		}
+	}
 }

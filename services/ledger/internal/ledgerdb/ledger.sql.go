@@ -51,96 +51,122 @@ func (q *Queries) AccountBalances(ctx context.Context, accountID string) ([]Acco
 	return items, nil
 }
 
-const addToBalance = `-- name: AddToBalance :exec
-INSERT INTO balances (account_id, currency, balance) VALUES ($1, $2, $3)
+const addToBalances = `-- name: AddToBalances :exec
+INSERT INTO balances (account_id, currency, balance)
+SELECT unnest($1::text[]) AS account_id, unnest($2::text[]) AS currency, unnest($3::bigint[])
+ORDER BY account_id, currency
 ON CONFLICT (account_id, currency) DO UPDATE
 SET balance = balances.balance + excluded.balance, updated_at = now()
 `
 
-type AddToBalanceParams struct {
-	AccountID string
-	Currency  string
-	Balance   int64
+type AddToBalancesParams struct {
+	AccountIds []string
+	Currencies []string
+	Amounts    []int64
 }
 
-func (q *Queries) AddToBalance(ctx context.Context, arg AddToBalanceParams) error {
-	_, err := q.db.Exec(ctx, addToBalance, arg.AccountID, arg.Currency, arg.Balance)
+// Adds amounts to balances, one row per account and currency (the caller
+// sums), in sorted order: two transactions lock the balance rows they share
+// in the same order and cannot deadlock.
+func (q *Queries) AddToBalances(ctx context.Context, arg AddToBalancesParams) error {
+	_, err := q.db.Exec(ctx, addToBalances, arg.AccountIds, arg.Currencies, arg.Amounts)
 	return err
 }
 
-const ensureAccount = `-- name: EnsureAccount :exec
-INSERT INTO accounts (id, kind) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING
+const checkBalanced = `-- name: CheckBalanced :exec
+SET CONSTRAINTS ALL IMMEDIATE
 `
 
-type EnsureAccountParams struct {
-	ID   string
-	Kind string
-}
-
-func (q *Queries) EnsureAccount(ctx context.Context, arg EnsureAccountParams) error {
-	_, err := q.db.Exec(ctx, ensureAccount, arg.ID, arg.Kind)
+// Runs the transaction's deferred checks (postings_balanced, the ledger's
+// only deferred constraint) now rather than at commit.
+func (q *Queries) CheckBalanced(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, checkBalanced)
 	return err
 }
 
-const insertEntry = `-- name: InsertEntry :one
-INSERT INTO journal_entries (event_id, order_id, kind, refund_id) VALUES ($1, $2, $3, $4) RETURNING id
+const ensureAccounts = `-- name: EnsureAccounts :exec
+INSERT INTO accounts (id, kind)
+SELECT unnest($1::text[]) AS id, unnest($2::text[]) ORDER BY id
+ON CONFLICT (id) DO NOTHING
 `
 
-type InsertEntryParams struct {
-	EventID  uuid.UUID
-	OrderID  string
-	Kind     string
-	RefundID *string
+type EnsureAccountsParams struct {
+	Ids   []string
+	Kinds []string
 }
 
-func (q *Queries) InsertEntry(ctx context.Context, arg InsertEntryParams) (int64, error) {
-	row := q.db.QueryRow(ctx, insertEntry,
-		arg.EventID,
-		arg.OrderID,
-		arg.Kind,
-		arg.RefundID,
+// Creates the accounts that do not exist yet, in sorted order: two
+// transactions creating the same new accounts wait for each other at the
+// first one they share instead of each holding one the other needs.
+func (q *Queries) EnsureAccounts(ctx context.Context, arg EnsureAccountsParams) error {
+	_, err := q.db.Exec(ctx, ensureAccounts, arg.Ids, arg.Kinds)
+	return err
+}
+
+const insertEntries = `-- name: InsertEntries :exec
+INSERT INTO journal_entries (id, event_id, order_id, kind, refund_id)
+SELECT unnest($1::bigint[]), unnest($2::uuid[]), unnest($3::text[]), unnest($4::text[]),
+       NULLIF(unnest($5::text[]), '')
+`
+
+type InsertEntriesParams struct {
+	Ids       []int64
+	EventIds  []uuid.UUID
+	OrderIds  []string
+	Kinds     []string
+	RefundIds []string
+}
+
+func (q *Queries) InsertEntries(ctx context.Context, arg InsertEntriesParams) error {
+	_, err := q.db.Exec(ctx, insertEntries,
+		arg.Ids,
+		arg.EventIds,
+		arg.OrderIds,
+		arg.Kinds,
+		arg.RefundIds,
 	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
+	return err
 }
 
-const insertPosting = `-- name: InsertPosting :exec
-INSERT INTO postings (entry_id, account_id, currency, amount) VALUES ($1, $2, $3, $4)
+const insertPostings = `-- name: InsertPostings :exec
+INSERT INTO postings (entry_id, account_id, currency, amount)
+SELECT unnest($1::bigint[]), unnest($2::text[]), unnest($3::text[]),
+       unnest($4::bigint[])
 `
 
-type InsertPostingParams struct {
-	EntryID   int64
-	AccountID string
-	Currency  string
-	Amount    int64
+type InsertPostingsParams struct {
+	EntryIds   []int64
+	AccountIds []string
+	Currencies []string
+	Amounts    []int64
 }
 
-func (q *Queries) InsertPosting(ctx context.Context, arg InsertPostingParams) error {
-	_, err := q.db.Exec(ctx, insertPosting,
-		arg.EntryID,
-		arg.AccountID,
-		arg.Currency,
-		arg.Amount,
+func (q *Queries) InsertPostings(ctx context.Context, arg InsertPostingsParams) error {
+	_, err := q.db.Exec(ctx, insertPostings,
+		arg.EntryIds,
+		arg.AccountIds,
+		arg.Currencies,
+		arg.Amounts,
 	)
 	return err
 }
 
-const lockAccounts = `-- name: LockAccounts :many
-SELECT id FROM accounts WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE
+const nextEntryIDs = `-- name: NextEntryIDs :many
+SELECT nextval(pg_get_serial_sequence('journal_entries', 'id'))::bigint AS id
+FROM generate_series(1, $1::integer)
 `
 
-// Locks the accounts of one journal entry in a fixed order (sorted ids), so
-// two entries touching the same accounts cannot deadlock.
-func (q *Queries) LockAccounts(ctx context.Context, ids []string) ([]string, error) {
-	rows, err := q.db.Query(ctx, lockAccounts, ids)
+// Reserves n journal entry ids, so that a batch's entries and their postings
+// are inserted with two statements.
+func (q *Queries) NextEntryIDs(ctx context.Context, n int32) ([]int64, error) {
+	rows, err := q.db.Query(ctx, nextEntryIDs, n)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []string
+	var items []int64
 	for rows.Next() {
-		var id string
+		var id int64
 		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
@@ -150,25 +176,6 @@ func (q *Queries) LockAccounts(ctx context.Context, ids []string) ([]string, err
 		return nil, err
 	}
 	return items, nil
-}
-
-const order = `-- name: Order :one
-SELECT order_id, customer_account, merchant_account, currency, captured_amount, refunded_amount, created_at FROM ledger_orders WHERE order_id = $1
-`
-
-func (q *Queries) Order(ctx context.Context, orderID string) (LedgerOrder, error) {
-	row := q.db.QueryRow(ctx, order, orderID)
-	var i LedgerOrder
-	err := row.Scan(
-		&i.OrderID,
-		&i.CustomerAccount,
-		&i.MerchantAccount,
-		&i.Currency,
-		&i.CapturedAmount,
-		&i.RefundedAmount,
-		&i.CreatedAt,
-	)
-	return i, err
 }
 
 const orderEntries = `-- name: OrderEntries :many
@@ -241,6 +248,38 @@ func (q *Queries) OrderPostings(ctx context.Context, orderID string) ([]OrderPos
 	return items, nil
 }
 
+const orders = `-- name: Orders :many
+SELECT order_id, customer_account, merchant_account, currency, captured_amount, refunded_amount, created_at FROM ledger_orders WHERE order_id = ANY($1::text[])
+`
+
+func (q *Queries) Orders(ctx context.Context, orderIds []string) ([]LedgerOrder, error) {
+	rows, err := q.db.Query(ctx, orders, orderIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LedgerOrder
+	for rows.Next() {
+		var i LedgerOrder
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.CustomerAccount,
+			&i.MerchantAccount,
+			&i.Currency,
+			&i.CapturedAmount,
+			&i.RefundedAmount,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const postingTotals = `-- name: PostingTotals :many
 SELECT currency, sum(amount)::bigint AS total FROM postings GROUP BY currency ORDER BY currency
 `
@@ -271,41 +310,48 @@ func (q *Queries) PostingTotals(ctx context.Context) ([]PostingTotalsRow, error)
 	return items, nil
 }
 
-const recordCapture = `-- name: RecordCapture :exec
+const recordCaptures = `-- name: RecordCaptures :exec
 INSERT INTO ledger_orders (order_id, customer_account, merchant_account, currency, captured_amount)
-VALUES ($1, $2, $3, $4, $5)
+SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::text[]),
+       unnest($4::text[]), unnest($5::bigint[])
 ON CONFLICT (order_id) DO UPDATE SET captured_amount = ledger_orders.captured_amount + excluded.captured_amount
 `
 
-type RecordCaptureParams struct {
-	OrderID         string
-	CustomerAccount string
-	MerchantAccount string
-	Currency        string
-	CapturedAmount  int64
+type RecordCapturesParams struct {
+	OrderIds         []string
+	CustomerAccounts []string
+	MerchantAccounts []string
+	Currencies       []string
+	Amounts          []int64
 }
 
-func (q *Queries) RecordCapture(ctx context.Context, arg RecordCaptureParams) error {
-	_, err := q.db.Exec(ctx, recordCapture,
-		arg.OrderID,
-		arg.CustomerAccount,
-		arg.MerchantAccount,
-		arg.Currency,
-		arg.CapturedAmount,
+// Records the captured amounts of orders, one row per order (the caller
+// sums several captures of one order).
+func (q *Queries) RecordCaptures(ctx context.Context, arg RecordCapturesParams) error {
+	_, err := q.db.Exec(ctx, recordCaptures,
+		arg.OrderIds,
+		arg.CustomerAccounts,
+		arg.MerchantAccounts,
+		arg.Currencies,
+		arg.Amounts,
 	)
 	return err
 }
 
-const recordRefund = `-- name: RecordRefund :exec
-UPDATE ledger_orders SET refunded_amount = refunded_amount + $2 WHERE order_id = $1
+const recordRefunds = `-- name: RecordRefunds :exec
+UPDATE ledger_orders AS o
+SET refunded_amount = o.refunded_amount + v.amount
+FROM (SELECT unnest($1::text[]) AS order_id, unnest($2::bigint[]) AS amount) AS v
+WHERE o.order_id = v.order_id
 `
 
-type RecordRefundParams struct {
-	OrderID        string
-	RefundedAmount int64
+type RecordRefundsParams struct {
+	OrderIds []string
+	Amounts  []int64
 }
 
-func (q *Queries) RecordRefund(ctx context.Context, arg RecordRefundParams) error {
-	_, err := q.db.Exec(ctx, recordRefund, arg.OrderID, arg.RefundedAmount)
+// Adds refunded amounts to orders, one row per order (the caller sums).
+func (q *Queries) RecordRefunds(ctx context.Context, arg RecordRefundsParams) error {
+	_, err := q.db.Exec(ctx, recordRefunds, arg.OrderIds, arg.Amounts)
 	return err
 }

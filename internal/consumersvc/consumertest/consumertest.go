@@ -1,9 +1,12 @@
-package testenv
+// Package consumertest runs a consumer service (see consumersvc) in tests:
+// its own database and topics, a producer that publishes as the relay does,
+// the service in process, or the test binary re-run as the service so a
+// test can crash it for real.
+package consumertest
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -17,14 +20,15 @@ import (
 
 	"github.com/paylab/paylab/internal/broker"
 	"github.com/paylab/paylab/internal/consumersvc"
+	"github.com/paylab/paylab/internal/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
 // A consumer's crash tests re-run the test binary as the consumer: the
-// marker variable makes TestMain call RunConsumerChild instead of the tests.
+// marker variable makes Main run the service instead of the tests.
 const (
-	consumerChildVar = "PAYLAB_TEST_CONSUMER_CHILD"
-	crashAtVar       = "PAYLAB_TEST_CRASH_AT"
+	childVar   = "PAYLAB_TEST_CONSUMER_CHILD"
+	crashAtVar = "PAYLAB_TEST_CRASH_AT"
 	// CrashCode is the exit code of a child that reached its crash point.
 	CrashCode = 42
 )
@@ -32,21 +36,21 @@ const (
 // ConsumerConfig is a consumer's shared configuration for a test: the given
 // database, topics and group on the stack's Kafka, admin on a free port,
 // three attempts before dead-lettering.
-func ConsumerConfig(dbURL, topic, dlq, group string, inboxEnabled bool) consumersvc.Config {
+func Config(dbURL, topic, dlq, group string, inboxEnabled bool) consumersvc.Config {
 	return consumersvc.Config{
-		DatabaseURL: dbURL, KafkaBrokers: strings.Join(Brokers(), ","),
+		DatabaseURL: dbURL, KafkaBrokers: strings.Join(testenv.Brokers(), ","),
 		OrdersTopic: topic, DeadLetterTopic: dlq, ConsumerGroup: group, AdminAddr: "127.0.0.1:0",
 		InboxEnabled: inboxEnabled, InboxRetention: time.Hour, InboxMaxAttempts: 3,
 	}
 }
 
-// ConsumerTestMain is the TestMain of a consumer service's tests. Started by
-// StartConsumerChild, the binary runs serve — with a fault hook that exits
+// Main is the TestMain of a consumer service's tests. Started by
+// StartChild, the binary runs serve — with a fault hook that exits
 // at once with CrashCode (no deferred cleanup, no offset commit) at the
 // point named by the test — and exits; otherwise it runs the tests and
 // checks that no goroutine leaked.
-func ConsumerTestMain(m *testing.M, serve func(ctx context.Context, fault consumersvc.FaultFunc) error) {
-	if os.Getenv(consumerChildVar) != "1" {
+func Main(m *testing.M, serve func(ctx context.Context, fault consumersvc.FaultFunc) error) {
+	if os.Getenv(childVar) != "1" {
 		goleak.VerifyTestMain(m,
 			goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
 			goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
@@ -70,23 +74,23 @@ func ConsumerTestMain(m *testing.M, serve func(ctx context.Context, fault consum
 	os.Exit(0)
 }
 
-// StartConsumerChild runs the test binary as the consumer named name (see
-// ConsumerTestMain) with cfg's shared settings, env for its own, and a
+// StartChild runs the test binary as the consumer named name (see
+// Main) with cfg's shared settings, env for its own, and a
 // crash at the point crashAt ("" for none).
-func StartConsumerChild(t testing.TB, name string, cfg consumersvc.Config, crashAt string, env ...string) *Child {
+func StartChild(t testing.TB, name string, cfg consumersvc.Config, crashAt string, env ...string) *testenv.Child {
 	t.Helper()
-	return StartChild(t, name, append([]string{
-		consumerChildVar + "=1", crashAtVar + "=" + crashAt,
+	return testenv.StartChild(t, name, append([]string{
+		childVar + "=1", crashAtVar + "=" + crashAt,
 		"DATABASE_URL=" + cfg.DatabaseURL, "KAFKA_BROKERS=" + cfg.KafkaBrokers,
 		"ORDERS_TOPIC=" + cfg.OrdersTopic, "DEAD_LETTER_TOPIC=" + cfg.DeadLetterTopic,
 		"CONSUMER_GROUP=" + cfg.ConsumerGroup, "INBOX_ENABLED=" + strconv.FormatBool(cfg.InboxEnabled),
 	}, env...)...)
 }
 
-// ConsumerFixture is one consumer's world for a test: its own database
+// Fixture is one consumer's world for a test: its own database
 // (migrated for the service), its own orders and dead-letter topics, and a
 // producer that publishes events exactly as the relay does.
-type ConsumerFixture struct {
+type Fixture struct {
 	T     *testing.T
 	Pool  *pgxpool.Pool
 	DBURL string
@@ -95,26 +99,26 @@ type ConsumerFixture struct {
 	Prod  sarama.SyncProducer // publishes to any topic as the relay does
 }
 
-// NewConsumerFixture creates the database of the service named service and
+// NewFixture creates the database of the service named service and
 // an orders topic with the given partitions.
-func NewConsumerFixture(t *testing.T, service string, partitions int32) *ConsumerFixture {
+func NewFixture(t *testing.T, service string, partitions int32) *Fixture {
 	t.Helper()
-	pool, dbURL := NewPool(t, service)
-	prod, err := sarama.NewSyncProducer(Brokers(), broker.ProducerConfig("paylab-test"))
+	pool, dbURL := testenv.NewPool(t, service)
+	prod, err := sarama.NewSyncProducer(testenv.Brokers(), broker.ProducerConfig("paylab-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { prod.Close() })
-	return &ConsumerFixture{T: t, Pool: pool, DBURL: dbURL, Topic: NewTopic(t, partitions), DLQ: NewTopic(t, 1), Prod: prod}
+	return &Fixture{T: t, Pool: pool, DBURL: dbURL, Topic: testenv.NewTopic(t, partitions), DLQ: testenv.NewTopic(t, 1), Prod: prod}
 }
 
 // Config is the fixture's shared consumer configuration (see ConsumerConfig).
-func (f *ConsumerFixture) Config(group string, inboxEnabled bool) consumersvc.Config {
-	return ConsumerConfig(f.DBURL, f.Topic, f.DLQ, group+"-"+f.Topic, inboxEnabled)
+func (f *Fixture) Config(group string, inboxEnabled bool) consumersvc.Config {
+	return Config(f.DBURL, f.Topic, f.DLQ, group+"-"+f.Topic, inboxEnabled)
 }
 
 // Publish sends events to the fixture's topic exactly as the relay does.
-func (f *ConsumerFixture) Publish(events ...*outbox.Event) {
+func (f *Fixture) Publish(events ...*outbox.Event) {
 	f.T.Helper()
 	for _, e := range events {
 		e.Topic = f.Topic
@@ -125,7 +129,7 @@ func (f *ConsumerFixture) Publish(events ...*outbox.Event) {
 }
 
 // Count runs a count(*) query on the fixture's database.
-func (f *ConsumerFixture) Count(query string, args ...any) int {
+func (f *Fixture) Count(query string, args ...any) int {
 	f.T.Helper()
 	var n int
 	if err := f.Pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
@@ -136,9 +140,9 @@ func (f *ConsumerFixture) Count(query string, args ...any) int {
 
 // Run runs s in this process, its admin routes on a free port and each
 // extra server, until the test ends; it returns the admin base URL.
-func (f *ConsumerFixture) Run(s *consumersvc.Service, extra ...consumersvc.Server) string {
+func (f *Fixture) Run(s *consumersvc.Service, extra ...consumersvc.Server) string {
 	f.T.Helper()
-	adminLn := Listen(f.T)
+	adminLn := testenv.Listen(f.T)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, adminLn, extra...) }()
@@ -150,14 +154,4 @@ func (f *ConsumerFixture) Run(s *consumersvc.Service, extra ...consumersvc.Serve
 		s.Close()
 	})
 	return "http://" + adminLn.Addr().String()
-}
-
-// Listen listens on a free loopback port.
-func Listen(t testing.TB) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
 }

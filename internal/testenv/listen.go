@@ -1,0 +1,16 @@
+package testenv
+
+import (
+	"net"
+	"testing"
+)
+
+// Listen listens on a free loopback port.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}

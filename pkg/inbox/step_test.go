@@ -1,0 +1,86 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paylab/paylab/internal/testenv"
+)
+
+// statements counts the statements run on a pool.
+type statements struct{ n atomic.Int64 }
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A run of deliveries costs the inbox the same statements whatever its
+// length: recording, locking the sequences, advancing them and looking for
+// parked events — four, for 1, 10 or 300 events (here of 150 aggregates, two
+// events each, so sequences are both created and advanced twice in a run).
+// The handlers' statements come on top (none here).
+func TestStepCostsAFixedNumberOfStatements(t *testing.T) {
+	t.Parallel()
+	_, dbURL := testenv.NewPool(t, "ledger")
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &statements{}
+	cfg.ConnConfig.Tracer = counter
+	ctx := testenv.Context(t)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	noop := func(context.Context, pgx.Tx, Message) error { return nil }
+	icfg := Config{Handlers: map[string]Handler{"OrderCaptured": noop, "OrderRefunded": noop},
+		BatchHandler: func(context.Context, pgx.Tx, []Message) error { return nil }}
+	icfg = icfg.withDefaults()
+	m, err := newMetrics(prometheus.NewRegistry(), handlerTypes(icfg.Handlers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &engine{pool: pool, cfg: icfg, m: m, log: slog.New(slog.DiscardHandler)}
+
+	for _, n := range []int{1, 10, 300} {
+		var msgs []Message
+		for i := range n {
+			typ, seq := "OrderCaptured", int64(1)
+			if i%2 == 1 {
+				typ, seq = "OrderRefunded", 2
+			}
+			msgs = append(msgs, Message{ID: uuid.Must(uuid.NewV7()), Type: typ, Subject: fmt.Sprintf("ord-%d-%d", n, i/2),
+				Sequence: seq, Data: []byte(`{}`), Time: time.Now(), Topic: "t", Offset: int64(i)})
+		}
+		var outcomes []Outcome
+		err := withTx(ctx, pool, func(tx pgx.Tx) (err error) {
+			before := counter.n.Load()
+			outcomes, _, err = e.step(ctx, tx, msgs)
+			if got := counter.n.Load() - before; err == nil && got != 4 {
+				t.Errorf("%d events: %d statements, want 4", n, got)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range outcomes {
+			if o != Processed {
+				t.Fatalf("%d events: event %d is %s, want processed", n, i, o)
+			}
+		}
+	}
+}
