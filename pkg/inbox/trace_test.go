@@ -9,43 +9,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/paylab/paylab/internal/testenv"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/pkg/outbox"
 )
-
-// recordSpans installs a global tracer provider that records into memory
-// and the W3C propagator, as a traced process has them, until the test
-// ends. Tests using it do not run in parallel: the provider is global.
-func recordSpans(t *testing.T) (*tracetest.InMemoryExporter, trace.Tracer) {
-	t.Helper()
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() {
-		otel.SetTracerProvider(noop.NewTracerProvider())
-		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
-		_ = tp.Shutdown(context.Background())
-	})
-	return spans, tp.Tracer("test")
-}
-
-func attr(s tracetest.SpanStub, key attribute.Key) string {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			return kv.Value.Emit()
-		}
-	}
-	return ""
-}
 
 func hasEvent(s tracetest.SpanStub, name string) bool {
 	for _, e := range s.Events {
@@ -75,7 +46,7 @@ func (h *handlerSpans) handler(ctx context.Context, tx pgx.Tx, msg inbox.Message
 // a message without trace context starts a trace of its own; a refund held
 // until its capture arrives is applied in a span of its own trace too.
 func TestConsumerSpansContinueTheProducersTrace(t *testing.T) {
-	spans, tracer := recordSpans(t)
+	spans, tracer := testenv.RecordSpans(t)
 	f := setup(t)
 	hs := &handlerSpans{seen: map[string][]trace.SpanContext{}}
 	r := f.start(f.config(func(c *inbox.Config) {
@@ -101,20 +72,20 @@ func TestConsumerSpansContinueTheProducersTrace(t *testing.T) {
 	byEvent := map[string][]tracetest.SpanStub{}
 	for _, s := range spans.GetSpans() {
 		if s.Name == "process "+f.topic {
-			byEvent[attr(s, "messaging.message.id")] = append(byEvent[attr(s, "messaging.message.id")], s)
+			byEvent[testenv.SpanAttr(s, "messaging.message.id")] = append(byEvent[testenv.SpanAttr(s, "messaging.message.id")], s)
 		}
 	}
 	for _, s := range byEvent[capture.ID.String()] {
 		if s.SpanKind != trace.SpanKindConsumer || s.Parent.SpanID() != captureParent.SpanID() ||
-			s.SpanContext.TraceID() != captureParent.TraceID() || attr(s, "messaging.destination.name") != f.topic ||
-			attr(s, "messaging.consumer.group.name") != "g-"+f.topic {
+			s.SpanContext.TraceID() != captureParent.TraceID() || testenv.SpanAttr(s, "messaging.destination.name") != f.topic ||
+			testenv.SpanAttr(s, "messaging.consumer.group.name") != "g-"+f.topic {
 			t.Errorf("capture's consumer span: kind %v parent %s in trace %s, attributes %v; want a child of %s in %s",
 				s.SpanKind, s.Parent.SpanID(), s.SpanContext.TraceID(), s.Attributes, captureParent.SpanID(), captureParent.TraceID())
 		}
 	}
 	outcomes := func(id string) (out []string) {
 		for _, s := range byEvent[id] {
-			out = append(out, attr(s, "inbox.outcome"))
+			out = append(out, testenv.SpanAttr(s, "inbox.outcome"))
 		}
 		return out
 	}
@@ -135,11 +106,11 @@ func TestConsumerSpansContinueTheProducersTrace(t *testing.T) {
 	}
 	for _, s := range byEvent[refund.ID.String()] {
 		if s.Parent.SpanID() != refundParent.SpanID() || s.SpanContext.TraceID() != refundParent.TraceID() {
-			t.Errorf("refund's span %q parent %s, want %s", attr(s, "inbox.outcome"), s.Parent.SpanID(), refundParent.SpanID())
+			t.Errorf("refund's span %q parent %s, want %s", testenv.SpanAttr(s, "inbox.outcome"), s.Parent.SpanID(), refundParent.SpanID())
 		}
 	}
 	drained := byEvent[refund.ID.String()][1]
-	if attr(drained, "inbox.drained") != "true" || !hs.seen[refund.ID.String()][0].Equal(drained.SpanContext) {
+	if testenv.SpanAttr(drained, "inbox.drained") != "true" || !hs.seen[refund.ID.String()][0].Equal(drained.SpanContext) {
 		t.Errorf("the parked refund was applied in span %v, want its drain span %v", hs.seen[refund.ID.String()], drained.SpanContext)
 	}
 

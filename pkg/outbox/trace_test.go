@@ -10,41 +10,13 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/paylab/paylab/internal/broker"
 	"github.com/paylab/paylab/internal/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 )
-
-// recordSpans installs a global tracer provider that records into memory
-// and the W3C propagator, as a traced process has them, until the test
-// ends. Tests using it do not run in parallel: the provider is global.
-func recordSpans(t *testing.T) (*tracetest.InMemoryExporter, trace.Tracer) {
-	t.Helper()
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() {
-		otel.SetTracerProvider(noop.NewTracerProvider())
-		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
-		_ = tp.Shutdown(context.Background())
-	})
-	return spans, tp.Tracer("test")
-}
-
-func attr(s tracetest.SpanStub, key attribute.Key) string {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			return kv.Value.Emit()
-		}
-	}
-	return ""
-}
 
 func traceparent(sc trace.SpanContext) string {
 	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags())
@@ -56,7 +28,7 @@ func traceparent(sc trace.SpanContext) string {
 // without trace context starts a trace of its own. The batch has a span of
 // its own, linked to every event's span.
 func TestRelayPublishesEachEventInAProducerSpanOfItsStoredTrace(t *testing.T) {
-	spans, tracer := recordSpans(t)
+	spans, tracer := testenv.RecordSpans(t)
 	pool, _ := testenv.NewPool(t, "orders")
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
@@ -87,7 +59,7 @@ func TestRelayPublishesEachEventInAProducerSpanOfItsStoredTrace(t *testing.T) {
 	for _, s := range spans.GetSpans() {
 		switch {
 		case s.Name == "send "+topic:
-			producers[attr(s, "messaging.message.id")] = s
+			producers[testenv.SpanAttr(s, "messaging.message.id")] = s
 		case s.Name == outbox.BatchSpanName:
 			batches = append(batches, s)
 		}
@@ -98,8 +70,8 @@ func TestRelayPublishesEachEventInAProducerSpanOfItsStoredTrace(t *testing.T) {
 		if !ok {
 			t.Fatalf("no producer span for event %d; spans: %v", i, spans.GetSpans().Snapshots())
 		}
-		if p.SpanKind != trace.SpanKindProducer || attr(p, "messaging.system") != "kafka" ||
-			attr(p, "messaging.destination.name") != topic || attr(p, "messaging.kafka.message.key") != e.AggregateID {
+		if p.SpanKind != trace.SpanKindProducer || testenv.SpanAttr(p, "messaging.system") != "kafka" ||
+			testenv.SpanAttr(p, "messaging.destination.name") != topic || testenv.SpanAttr(p, "messaging.kafka.message.key") != e.AggregateID {
 			t.Errorf("event %d: producer span kind %v attributes %v", i, p.SpanKind, p.Attributes)
 		}
 		if i < 2 {
@@ -119,7 +91,7 @@ func TestRelayPublishesEachEventInAProducerSpanOfItsStoredTrace(t *testing.T) {
 		t.Fatalf("%d batch spans, want 1", len(batches))
 	}
 	b := batches[0]
-	if attr(b, "messaging.batch.message_count") != "3" || attr(b, "outbox.relay.id") != "traced-relay" || len(b.Links) != 3 {
+	if testenv.SpanAttr(b, "messaging.batch.message_count") != "3" || testenv.SpanAttr(b, "outbox.relay.id") != "traced-relay" || len(b.Links) != 3 {
 		t.Fatalf("batch span attributes %v, %d links", b.Attributes, len(b.Links))
 	}
 	for _, l := range b.Links {
