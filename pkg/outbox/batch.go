@@ -150,8 +150,9 @@ func (r *Relay) renewLease(ctx context.Context, b *batch) int {
 }
 
 // complete records the outcome of every row in one statement, only for the
-// rows the relay still holds.
-func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, error) {
+// rows the relay still holds. For an outage batch (outage.go) it also
+// returns how long the relay should pause before its next claim.
+func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL/4)
 	defer cancel()
 	res := b.res
@@ -161,6 +162,15 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, error) {
 		BackoffSeconds:    r.cfg.RetryBackoff.Seconds(),
 		MaxBackoffSeconds: r.cfg.RetryMaxBackoff.Seconds(),
 		MaxAttempts:       int32(max(r.cfg.MaxAttempts, 0)),
+	}
+	var pause time.Duration
+	switch {
+	case b.isOutage():
+		pause = r.outageBatch(ctx, b)
+		res.Outage = true
+		p.Outage, p.OutageBackoffSeconds = true, pause.Seconds()
+	case b.anyAcknowledged():
+		r.brokerBack(ctx)
 	}
 	failed := map[int64]error{}
 	for i, row := range b.rows {
@@ -186,7 +196,7 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, error) {
 	}
 	done, err := r.queries.CompleteBatch(ctx, p)
 	if err != nil {
-		return res, fmt.Errorf("recording the outcome of %d events: %w", len(b.rows), err)
+		return res, pause, fmt.Errorf("recording the outcome of %d events: %w", len(b.rows), err)
 	}
 	for _, d := range done {
 		switch {
@@ -203,7 +213,7 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, error) {
 			res.Failed++
 		}
 	}
-	if res.Failed > res.Parked {
+	if res.Failed > res.Parked && !res.Outage { // an outage is logged when it starts and ends
 		r.log.WarnContext(ctx, "events not acknowledged; retrying with backoff",
 			"events", res.Failed-res.Parked, "error", firstError(b.errs))
 	}
@@ -213,7 +223,7 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, error) {
 		// the lease (its renewals did not get through).
 		r.log.WarnContext(ctx, "lease lost before the batch was recorded", "events", lost)
 	}
-	return res, nil
+	return res, pause, nil
 }
 
 func firstError(errs []error) error {

@@ -40,10 +40,19 @@ type Config struct {
 	// to RetryMaxBackoff. Defaults 1s and 1m.
 	RetryBackoff    time.Duration
 	RetryMaxBackoff time.Duration
+	// OutageMaxBackoff caps the relay's pause during a broker outage (a
+	// batch in which every event failed, none permanently; see doc.go): the
+	// relay then pauses RetryBackoff, doubling with each consecutive outage
+	// batch, up to OutageMaxBackoff, and releases the batch's events for the
+	// same time. It bounds how late the backlog starts draining once the
+	// broker is back. Probing much more often gains little with sarama,
+	// whose per-broker circuit breaker fails sends fast for 10s after 3
+	// errors. Default 5s.
+	OutageMaxBackoff time.Duration
 	// MaxAttempts parks an event after that many failed publish attempts.
-	// Errors wrapping ErrPermanent park it at once. Default 100 (more than
-	// an hour and a half of retries at the default backoff); negative means
-	// never.
+	// Errors wrapping ErrPermanent park it at once. Attempts in a broker
+	// outage do not count. Default 100 (more than an hour and a half of
+	// retries at the default backoff); negative means never.
 	MaxAttempts int
 	// Retention is how long dispatched events are kept before they are
 	// deleted; negative disables deletion. Default 168h (7 days).
@@ -71,6 +80,7 @@ const (
 	DefaultPollInterval      = time.Second
 	DefaultRetryBackoff      = time.Second
 	DefaultRetryMaxBackoff   = time.Minute
+	DefaultOutageMaxBackoff  = 5 * time.Second
 	DefaultMaxAttempts       = 100
 	DefaultRetention         = 7 * 24 * time.Hour
 	DefaultRetentionInterval = time.Minute
@@ -94,6 +104,7 @@ func (c Config) withDefaults() Config {
 	set(&c.PollInterval, DefaultPollInterval)
 	set(&c.RetryBackoff, DefaultRetryBackoff)
 	set(&c.RetryMaxBackoff, DefaultRetryMaxBackoff)
+	set(&c.OutageMaxBackoff, DefaultOutageMaxBackoff)
 	set(&c.Retention, DefaultRetention)
 	set(&c.RetentionInterval, DefaultRetentionInterval)
 	set(&c.StatsInterval, DefaultStatsInterval)
@@ -127,6 +138,7 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"poll interval": c.PollInterval, "retry backoff": c.RetryBackoff, "retry max backoff": c.RetryMaxBackoff,
+		"outage max backoff": c.OutageMaxBackoff,
 		"retention interval": c.RetentionInterval, "stats interval": c.StatsInterval,
 	} {
 		if d < 0 {

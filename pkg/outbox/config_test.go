@@ -1,12 +1,16 @@
 package outbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -24,6 +28,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative poll", Config{PollInterval: -time.Second}},
 		{"max backoff below backoff", Config{RetryBackoff: time.Minute, RetryMaxBackoff: time.Second}},
 		{"negative retention batch", Config{RetentionBatch: -5}},
+		{"negative outage max backoff", Config{OutageMaxBackoff: -time.Second}},
 		{"max publish wait below the ack budget", Config{LeaseTTL: 10 * time.Second, MaxPublishWait: time.Second}},
 	}
 	for _, tt := range tests {
@@ -58,5 +63,45 @@ func TestClassifyPublishErrors(t *testing.T) {
 		if got := errors.Is(classify(tt.err), ErrPermanent); got != tt.permanent {
 			t.Errorf("classify(%v) permanent = %v, want %v", tt.err, got, tt.permanent)
 		}
+	}
+}
+
+// The outage pause starts at RetryBackoff, doubles with each consecutive
+// outage batch up to OutageMaxBackoff, and starts over once a batch has an
+// acknowledged event; the gauge follows.
+func TestOutageBackoff(t *testing.T) {
+	t.Parallel()
+	r, err := NewRelay(nil, nil, Config{RetryBackoff: time.Second, OutageMaxBackoff: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := &batch{rows: make([]outboxdb.ClaimBatchRow, 2), errs: []error{errors.New("down"), errors.New("down")}}
+	if !down.isOutage() {
+		t.Fatal("a batch that failed entirely is not an outage")
+	}
+	for _, b := range []*batch{
+		{errs: []error{nil, errors.New("down")}},
+		{errs: []error{Permanent(errors.New("too large")), errors.New("down")}},
+		{},
+	} {
+		if b.isOutage() {
+			t.Fatalf("%v taken for an outage", b.errs)
+		}
+	}
+	ctx := context.Background()
+	for _, want := range []time.Duration{1, 2, 4, 5, 5, 5} {
+		if got := r.outageBatch(ctx, down); got != want*time.Second {
+			t.Fatalf("outage pause %v, want %v", got, want*time.Second)
+		}
+	}
+	if g := testutil.ToFloat64(r.metrics.brokerOutage); g != 1 {
+		t.Fatalf("broker_outage = %v during an outage", g)
+	}
+	r.brokerBack(ctx)
+	if g := testutil.ToFloat64(r.metrics.brokerOutage); g != 0 {
+		t.Fatalf("broker_outage = %v after it", g)
+	}
+	if got := r.outageBatch(ctx, down); got != time.Second {
+		t.Fatalf("first pause of the next outage %v, want RetryBackoff", got)
 	}
 }

@@ -35,10 +35,12 @@
 //     in one UPDATE (CompleteBatch) that only touches rows this relay still
 //     holds (lease_owner = ID): acknowledged rows get dispatched_at = now();
 //     failed rows get attempts/last_error and a backoff; permanently failing
-//     rows are parked. This mark is the expensive statement (it moves every
-//     row out of the pending indexes), so Run records one batch while it
-//     claims and publishes the next: a relay holds at most two batches, one
-//     being published and one being marked.
+//     rows are parked (a batch that failed entirely is a broker outage:
+//     attempts not counted, nothing parked; see Broker outages). This mark
+//     is the expensive statement (it moves every row out of the pending
+//     indexes), so Run records one batch while it claims and publishes the
+//     next: a relay holds at most two batches, one being published and one
+//     being marked (not after an outage batch: the relay pauses instead).
 //
 // # Guarantees and how they are kept
 //
@@ -94,6 +96,27 @@
 //
 //	UPDATE outbox SET parked_at = NULL, attempts = 0 WHERE id = …;
 //
+// Broker outages. A batch in which every event failed, none permanently, is
+// taken for a broker outage: the Publisher interface says nothing of the
+// broker's health, but when the broker is down every send fails, while an
+// event refused on its own merits fails next to events that go through. An
+// outage is not the events' fault, so such a batch is recorded (in the same
+// single statement) without counting the attempt: the claim's increment is
+// taken back, nothing is parked however long the outage lasts, last_error
+// is kept, and every row is released after the relay's outage backoff
+// rather than its own. The relay itself then pauses claiming for that
+// backoff — RetryBackoff, doubling with each consecutive outage batch, up to
+// OutageMaxBackoff (5s) — so it probes the broker with one batch per backoff
+// and drains the backlog within about that long of the broker's return,
+// instead of the up to RetryMaxBackoff of the per-event backoff. The first
+// batch with an acknowledged event ends the outage; its start and end are
+// logged and paylab_outbox_broker_outage shows it. The price of the
+// heuristic: an event that keeps failing transiently while alone in its
+// batches (a quiet system) is retried at the outage pace and not counted
+// until it shares a batch with an event that goes through. RunBatch records
+// an outage batch the same way and reports it in BatchResult.Outage; pausing
+// is then the caller's.
+//
 // Wake-up. Enqueue sends one NOTIFY per transaction on NotifyChannel (on
 // commit only). Each relay LISTENs on a dedicated connection and runs a
 // round at once; lost notifications are covered by polling every
@@ -128,6 +151,8 @@
 //	paylab_outbox_relay_errors_total            counter    failed rounds (database down, injected faults)
 //	paylab_outbox_retention_deleted_total       counter    rows deleted by retention
 //	paylab_outbox_listener_reconnects_total     counter    LISTEN connection losses
+//	paylab_outbox_broker_outage                 gauge      1 while a broker outage pauses the relay
+//	paylab_outbox_outage_batches_total          counter    batches that failed entirely (not counted)
 //
 // The gauges come from one cheap query over the partial index every
 // StatsInterval. Alert on paylab_outbox_oldest_pending_age_seconds (publish

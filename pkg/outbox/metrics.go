@@ -18,6 +18,8 @@ type metrics struct {
 	relayErrors        prometheus.Counter
 	retentionDeleted   prometheus.Counter
 	listenerReconnects prometheus.Counter
+	brokerOutage       prometheus.Gauge
+	outageBatches      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -55,10 +57,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Dispatched events deleted by the retention job."}),
 		listenerReconnects: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "listener_reconnects_total",
 			Help: "Times the LISTEN connection was lost and reopened."}),
+		brokerOutage: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "broker_outage",
+			Help: "1 while the relay sees a broker outage (its last batches failed entirely) and pauses between probes, else 0."}),
+		outageBatches: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "outage_batches_total",
+			Help: "Batches in which every event failed transiently: taken for a broker outage, attempts not counted."}),
 	}
 	for _, c := range []prometheus.Collector{m.pending, m.oldestPendingAge, m.parked, m.published, m.publishErrors,
 		m.parkedTotal, m.leaseReclaims, m.leaseRenewals, m.batchSize, m.publishLatency, m.publishDuration, m.relayErrors,
-		m.retentionDeleted, m.listenerReconnects} {
+		m.retentionDeleted, m.listenerReconnects, m.brokerOutage, m.outageBatches} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

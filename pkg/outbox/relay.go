@@ -22,6 +22,7 @@ type Relay struct {
 	log     *slog.Logger
 	metrics *metrics
 	wake    chan struct{}
+	outage  outage
 }
 
 // NewRelay returns a relay that claims events from the outbox table in pool
@@ -83,9 +84,9 @@ func (r *Relay) Run(ctx context.Context) error {
 // marked before the next claim, as without the overlap.
 func (r *Relay) dispatchLoop(ctx context.Context) error {
 	var marking <-chan markResult // the mark in flight, if any
-	awaitMark := func() (dispatched bool) {
+	awaitMark := func() markResult {
 		if marking == nil {
-			return false
+			return markResult{}
 		}
 		m := <-marking
 		marking = nil
@@ -93,7 +94,7 @@ func (r *Relay) dispatchLoop(ctx context.Context) error {
 			r.metrics.relayErrors.Inc()
 			r.log.ErrorContext(ctx, "recording a batch's outcome failed", "error", m.err)
 		}
-		return m.res.Dispatched > 0
+		return m
 	}
 	defer awaitMark()
 
@@ -101,21 +102,31 @@ func (r *Relay) dispatchLoop(ctx context.Context) error {
 	defer timer.Stop()
 	for {
 		b, err := r.claimAndPublish(ctx)
-		progress := awaitMark()
+		progress := awaitMark().res.Dispatched > 0
 		if err != nil && ctx.Err() == nil {
 			r.metrics.relayErrors.Inc()
 			r.log.ErrorContext(ctx, "outbox relay round failed", "error", err)
 		}
+		var outagePause time.Duration
 		if b != nil && err == nil {
 			marking = r.markAsync(ctx, b)
-			if len(b.rows) == r.cfg.BatchSize {
+			switch {
+			case b.isOutage():
+				// The broker is down (outage.go): the next claim would fail
+				// the same way. Record this batch, then pause.
+				outagePause = awaitMark().pause
+			case len(b.rows) == r.cfg.BatchSize:
 				progress = true // more is waiting: claim it while this one is marked
-			} else {
-				progress = awaitMark() || progress // no backlog to overlap with
+			default:
+				progress = awaitMark().res.Dispatched > 0 || progress // no backlog to overlap with
 			}
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		if outagePause > 0 {
+			pause(ctx, outagePause)
+			continue
 		}
 		if err == nil && progress {
 			continue
@@ -137,8 +148,9 @@ func (r *Relay) dispatchLoop(ctx context.Context) error {
 }
 
 type markResult struct {
-	res BatchResult
-	err error
+	res   BatchResult
+	pause time.Duration // > 0 after an outage batch
+	err   error
 }
 
 // markAsync records b's outcome in the background; the result arrives on
@@ -146,15 +158,19 @@ type markResult struct {
 func (r *Relay) markAsync(ctx context.Context, b *batch) <-chan markResult {
 	done := make(chan markResult, 1)
 	go func() {
-		res, err := r.complete(ctx, b)
-		done <- markResult{res, err}
+		res, pause, err := r.complete(ctx, b)
+		done <- markResult{res, pause, err}
 	}()
 	return done
 }
 
-// BatchResult is what one RunBatch did.
+// BatchResult is what one RunBatch did. Outage is true when every event
+// failed, none permanently: the relay took it for a broker outage (see
+// doc.go), did not count the attempt and released the events after the
+// outage backoff. Run then pauses; a caller of RunBatch should too.
 type BatchResult struct {
 	Claimed, Dispatched, Failed, Parked, Reclaimed int
+	Outage                                         bool
 }
 
 // RunBatch claims one batch, publishes it and records the outcome: two
@@ -171,5 +187,6 @@ func (r *Relay) RunBatch(ctx context.Context) (BatchResult, error) {
 		}
 		return res, err
 	}
-	return r.complete(ctx, b)
+	res, _, err := r.complete(ctx, b)
+	return res, err
 }

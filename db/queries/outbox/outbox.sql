@@ -70,20 +70,27 @@ RETURNING id;
 -- the others were and are marked dispatched. A failed row is released with
 -- an exponential, jittered backoff (backoff_seconds·2^(attempts-1), capped,
 -- times 0.5–1.0) and its error recorded; a permanent error, or reaching
--- max_attempts (> 0), parks it. latency_seconds is the time from the row's
--- insert to now, on the database clock. (Looking failures up by position
--- keeps the plan an index scan on ids; failures are few.)
+-- max_attempts (> 0), parks it. An outage batch (outage: every event
+-- failed, the broker is down) is not the events' fault: the claim's attempt
+-- is taken back, nothing is parked, and every row is released after exactly
+-- outage_backoff_seconds, the relay's own pause. latency_seconds is the time
+-- from the row's insert to now, on the database clock. (Looking failures up
+-- by position keeps the plan an index scan on ids; failures are few.)
 UPDATE outbox AS t
 SET dispatched_at = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN now() END,
     lease_owner   = NULL,
     leased_until  = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN NULL
+                         WHEN sqlc.arg(outage)::boolean
+                         THEN now() + make_interval(secs => sqlc.arg(outage_backoff_seconds)::float8)
                          ELSE now() + make_interval(secs =>
                              least(sqlc.arg(max_backoff_seconds)::float8,
                                    sqlc.arg(backoff_seconds)::float8 * power(2, least(t.attempts - 1, 30)))
                              * (0.5 + random() / 2)) END,
+    attempts      = CASE WHEN sqlc.arg(outage)::boolean THEN greatest(t.attempts - 1, 0) ELSE t.attempts END,
     last_error    = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN t.last_error
                          ELSE left((sqlc.arg(failed_errors)::text[])[array_position(sqlc.arg(failed_ids)::bigint[], t.id)], 2000) END,
     parked_at     = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NOT NULL
+                          AND NOT sqlc.arg(outage)::boolean
                           AND ((sqlc.arg(failed_permanent)::boolean[])[array_position(sqlc.arg(failed_ids)::bigint[], t.id)]
                                OR (sqlc.arg(max_attempts)::integer > 0 AND t.attempts >= sqlc.arg(max_attempts)::integer))
                          THEN now() END

@@ -115,32 +115,38 @@ UPDATE outbox AS t
 SET dispatched_at = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN now() END,
     lease_owner   = NULL,
     leased_until  = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN NULL
+                         WHEN $2::boolean
+                         THEN now() + make_interval(secs => $3::float8)
                          ELSE now() + make_interval(secs =>
-                             least($2::float8,
-                                   $3::float8 * power(2, least(t.attempts - 1, 30)))
+                             least($4::float8,
+                                   $5::float8 * power(2, least(t.attempts - 1, 30)))
                              * (0.5 + random() / 2)) END,
+    attempts      = CASE WHEN $2::boolean THEN greatest(t.attempts - 1, 0) ELSE t.attempts END,
     last_error    = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN t.last_error
-                         ELSE left(($4::text[])[array_position($1::bigint[], t.id)], 2000) END,
+                         ELSE left(($6::text[])[array_position($1::bigint[], t.id)], 2000) END,
     parked_at     = CASE WHEN array_position($1::bigint[], t.id) IS NOT NULL
-                          AND (($5::boolean[])[array_position($1::bigint[], t.id)]
-                               OR ($6::integer > 0 AND t.attempts >= $6::integer))
+                          AND NOT $2::boolean
+                          AND (($7::boolean[])[array_position($1::bigint[], t.id)]
+                               OR ($8::integer > 0 AND t.attempts >= $8::integer))
                          THEN now() END
-WHERE t.id = ANY($7::bigint[])
-  AND t.lease_owner = $8::text
+WHERE t.id = ANY($9::bigint[])
+  AND t.lease_owner = $10::text
   AND t.dispatched_at IS NULL
 RETURNING t.id, (t.dispatched_at IS NOT NULL)::boolean AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
           EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds
 `
 
 type CompleteBatchParams struct {
-	FailedIds         []int64
-	MaxBackoffSeconds float64
-	BackoffSeconds    float64
-	FailedErrors      []string
-	FailedPermanent   []bool
-	MaxAttempts       int32
-	Ids               []int64
-	Owner             string
+	FailedIds            []int64
+	Outage               bool
+	OutageBackoffSeconds float64
+	MaxBackoffSeconds    float64
+	BackoffSeconds       float64
+	FailedErrors         []string
+	FailedPermanent      []bool
+	MaxAttempts          int32
+	Ids                  []int64
+	Owner                string
 }
 
 type CompleteBatchRow struct {
@@ -156,12 +162,17 @@ type CompleteBatchRow struct {
 // the others were and are marked dispatched. A failed row is released with
 // an exponential, jittered backoff (backoff_seconds·2^(attempts-1), capped,
 // times 0.5–1.0) and its error recorded; a permanent error, or reaching
-// max_attempts (> 0), parks it. latency_seconds is the time from the row's
-// insert to now, on the database clock. (Looking failures up by position
-// keeps the plan an index scan on ids; failures are few.)
+// max_attempts (> 0), parks it. An outage batch (outage: every event
+// failed, the broker is down) is not the events' fault: the claim's attempt
+// is taken back, nothing is parked, and every row is released after exactly
+// outage_backoff_seconds, the relay's own pause. latency_seconds is the time
+// from the row's insert to now, on the database clock. (Looking failures up
+// by position keeps the plan an index scan on ids; failures are few.)
 func (q *Queries) CompleteBatch(ctx context.Context, arg CompleteBatchParams) ([]CompleteBatchRow, error) {
 	rows, err := q.db.Query(ctx, completeBatch,
 		arg.FailedIds,
+		arg.Outage,
+		arg.OutageBackoffSeconds,
 		arg.MaxBackoffSeconds,
 		arg.BackoffSeconds,
 		arg.FailedErrors,

@@ -27,6 +27,7 @@ type Config struct {
 	PollInterval      time.Duration `env:"RELAY_POLL_INTERVAL" envDefault:"1s"`
 	RetryBackoff      time.Duration `env:"RELAY_RETRY_BACKOFF" envDefault:"1s"`
 	RetryMaxBackoff   time.Duration `env:"RELAY_RETRY_MAX_BACKOFF" envDefault:"1m"`
+	OutageMaxBackoff  time.Duration `env:"RELAY_OUTAGE_MAX_BACKOFF" envDefault:"5s"`
 	MaxAttempts       int           `env:"RELAY_MAX_ATTEMPTS" envDefault:"100"`
 	Retention         time.Duration `env:"OUTBOX_RETENTION" envDefault:"168h"`
 	RetentionInterval time.Duration `env:"RELAY_RETENTION_INTERVAL" envDefault:"1m"`
@@ -95,6 +96,9 @@ func (c Config) Validate() error {
 	if c.RetryMaxBackoff < c.RetryBackoff {
 		bad("RELAY_RETRY_MAX_BACKOFF %v is shorter than RELAY_RETRY_BACKOFF %v", c.RetryMaxBackoff, c.RetryBackoff)
 	}
+	if c.OutageMaxBackoff <= 0 {
+		bad("RELAY_OUTAGE_MAX_BACKOFF %v is not positive", c.OutageMaxBackoff)
+	}
 	if c.MaxAttempts < 0 {
 		bad("RELAY_MAX_ATTEMPTS %d is negative (0 means never park for transient errors)", c.MaxAttempts)
 	}
@@ -133,6 +137,7 @@ func (c Config) relayConfig(log *slog.Logger) outbox.Config {
 		PollInterval:      c.PollInterval,
 		RetryBackoff:      c.RetryBackoff,
 		RetryMaxBackoff:   c.RetryMaxBackoff,
+		OutageMaxBackoff:  c.OutageMaxBackoff,
 		MaxAttempts:       maxAttempts,
 		Retention:         retention,
 		RetentionInterval: c.RetentionInterval,

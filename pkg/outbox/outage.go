@@ -1,0 +1,108 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// A broker outage, as the relay sees it, is a batch in which every event
+// failed and none permanently. The Publisher interface says nothing about
+// the broker's health, so this is a heuristic, and a deliberately simple
+// one: when the broker is down every send fails, whatever the event, while
+// an event that the broker refuses on its own merits fails next to events
+// that go through. An outage is not the events' fault, so an outage batch:
+//
+//   - does not count: the claim's attempt is taken back and nothing is
+//     parked, however long the outage lasts (MaxAttempts counts the
+//     failures of an event that others around it did not share);
+//   - is released after a short relay-level backoff, the same for every row
+//     (RetryBackoff doubling with each consecutive outage batch, capped at
+//     OutageMaxBackoff), instead of the per-event one, which would keep the
+//     backlog waiting up to RetryMaxBackoff after the broker returns;
+//   - pauses the relay's claims for that backoff: every claim would fail the
+//     same way, so the relay probes the broker with one batch per backoff.
+//
+// The first batch with any acknowledged event ends the outage. The price of
+// the heuristic: an event that fails transiently while it is alone in its
+// batches (a quiet system) is retried at the outage pace without counting,
+// until it shares a batch with an event that goes through.
+type outage struct {
+	mu      sync.Mutex
+	batches int       // consecutive outage batches, 0 when the broker is fine
+	since   time.Time // when the current outage was detected
+}
+
+// isOutage reports whether every event of b failed, none permanently.
+func (b *batch) isOutage() bool {
+	if len(b.errs) == 0 {
+		return false
+	}
+	for _, err := range b.errs {
+		if err == nil || errors.Is(err, ErrPermanent) {
+			return false
+		}
+	}
+	return true
+}
+
+// anyAcknowledged reports whether the publisher acknowledged an event of b.
+func (b *batch) anyAcknowledged() bool {
+	for _, err := range b.errs {
+		if err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// outageBatch records an outage batch and returns how long its rows and the
+// relay wait before the next attempt.
+func (r *Relay) outageBatch(ctx context.Context, b *batch) time.Duration {
+	r.outage.mu.Lock()
+	defer r.outage.mu.Unlock()
+	r.outage.batches++
+	r.metrics.outageBatches.Inc()
+	backoff := min(r.cfg.RetryBackoff, r.cfg.OutageMaxBackoff)
+	for range r.outage.batches - 1 {
+		if backoff >= r.cfg.OutageMaxBackoff/2 {
+			backoff = r.cfg.OutageMaxBackoff
+			break
+		}
+		backoff *= 2
+	}
+	if r.outage.batches == 1 {
+		r.outage.since = time.Now()
+		r.metrics.brokerOutage.Set(1)
+		r.log.WarnContext(ctx, "broker outage: every event of a batch failed; pausing the relay, attempts not counted",
+			"events", len(b.rows), "pause", backoff, "error", firstError(b.errs))
+	} else {
+		r.log.DebugContext(ctx, "broker still unavailable", "events", len(b.rows), "pause", backoff,
+			"outage_batches", r.outage.batches, "error", firstError(b.errs))
+	}
+	return backoff
+}
+
+// brokerBack ends the outage, if there is one: b had an acknowledged event.
+func (r *Relay) brokerBack(ctx context.Context) {
+	r.outage.mu.Lock()
+	defer r.outage.mu.Unlock()
+	if r.outage.batches == 0 {
+		return
+	}
+	r.metrics.brokerOutage.Set(0)
+	r.log.InfoContext(ctx, "broker outage over: events acknowledged again",
+		"lasted", time.Since(r.outage.since).Round(time.Millisecond), "outage_batches", r.outage.batches)
+	r.outage.batches = 0
+}
+
+// pause waits d, or until ctx ends; notifications do not cut it short.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
