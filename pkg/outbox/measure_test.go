@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -154,10 +153,9 @@ func TestMeasureCommitToKafkaLatency(t *testing.T) {
 	}
 	defer consumer.Close()
 	var (
-		mu        sync.Mutex
-		committed = map[string]time.Time{}
-		received  = map[string]time.Time{}
-		wg        sync.WaitGroup
+		mu       sync.Mutex
+		received = map[string]time.Time{}
+		wg       sync.WaitGroup
 	)
 	cctx, stopConsuming := context.WithCancel(ctx)
 	for p := range int32(6) {
@@ -190,39 +188,9 @@ func TestMeasureCommitToKafkaLatency(t *testing.T) {
 		}()
 	}
 
-	// Four writers take the ticks, so a slow commit does not lower the rate.
-	ticks := make(chan int, rate)
-	var writers sync.WaitGroup
-	for range 4 {
-		writers.Add(1)
-		go func() {
-			defer writers.Done()
-			for i := range ticks {
-				e := event(topic, fmt.Sprintf("order-%06d", i), 1)
-				if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.Enqueue(ctx, tx, e) }); err != nil {
-					t.Error(err)
-					return
-				}
-				now := time.Now()
-				mu.Lock()
-				committed[e.ID.String()] = now
-				mu.Unlock()
-			}
-		}()
-	}
-	ticker := time.NewTicker(time.Second / rate)
-	begin := time.Now()
-	end := begin.Add(duration)
-	n := 0
-	for time.Now().Before(end) {
-		<-ticker.C
-		ticks <- n
-		n++
-	}
-	ticker.Stop()
-	close(ticks)
-	writers.Wait()
-	achieved := float64(n) / time.Since(begin).Seconds()
+	committed, achieved := testenv.EnqueueAtRate(t, pool, rate, duration, func(i int) outbox.Event {
+		return event(topic, fmt.Sprintf("order-%06d", i), 1)
+	})
 	testenv.Eventually(t, time.Minute, "every event received", func() bool {
 		mu.Lock()
 		defer mu.Unlock()

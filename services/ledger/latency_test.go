@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/paylab/paylab/internal/broker"
 	"github.com/paylab/paylab/internal/testenv"
@@ -36,9 +35,8 @@ func TestEndToEndLatency(t *testing.T) {
 	defer cancel()
 
 	var (
-		mu        sync.Mutex
-		committed = map[string]time.Time{}
-		applied   = map[string]time.Time{}
+		mu      sync.Mutex
+		applied = map[string]time.Time{}
 	)
 	runner, err := inbox.NewRunner(f.Pool, inbox.Config{
 		Brokers: testenv.Brokers(), Topic: f.Topic, Group: "latency-" + f.Topic, DeadLetterTopic: f.DLQ,
@@ -75,38 +73,11 @@ func TestEndToEndLatency(t *testing.T) {
 	defer func() { stop(); running.Wait() }()
 	testenv.Eventually(t, 30*time.Second, "the ledger in its group", runner.Ready)
 
-	// Four writers take the ticks, so a slow commit does not lower the rate.
-	ticks := make(chan int, rate)
-	var writers sync.WaitGroup
-	for range 4 {
-		writers.Add(1)
-		go func() {
-			defer writers.Done()
-			for i := range ticks {
-				e := testenv.OrderCaptured(fmt.Sprintf("ord-%06d", i), fmt.Sprintf("cus_%d", i%1000), fmt.Sprintf("mer_%d", i%50), 1999, "EUR")
-				e.Topic = f.Topic
-				if err := pgx.BeginFunc(ctx, orders, func(tx pgx.Tx) error { return outbox.Enqueue(ctx, tx, *e) }); err != nil {
-					t.Error(err)
-					return
-				}
-				now := time.Now()
-				mu.Lock()
-				committed[e.ID.String()] = now
-				mu.Unlock()
-			}
-		}()
-	}
-	ticker := time.NewTicker(time.Second / rate)
-	begin, n := time.Now(), 0
-	for time.Since(begin) < duration {
-		<-ticker.C
-		ticks <- n
-		n++
-	}
-	ticker.Stop()
-	close(ticks)
-	writers.Wait()
-	achieved := float64(n) / time.Since(begin).Seconds()
+	committed, achieved := testenv.EnqueueAtRate(t, orders, rate, duration, func(i int) outbox.Event {
+		e := testenv.OrderCaptured(fmt.Sprintf("ord-%06d", i), fmt.Sprintf("cus_%d", i%1000), fmt.Sprintf("mer_%d", i%50), 1999, "EUR")
+		e.Topic = f.Topic
+		return *e
+	})
 	testenv.Eventually(t, time.Minute, "every payment in the ledger", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
