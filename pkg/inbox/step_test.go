@@ -4,26 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/internal/testenv"
 )
-
-// statements counts the statements run on a pool.
-type statements struct{ n atomic.Int64 }
-
-func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	s.n.Add(1)
-	return ctx
-}
-func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // A run of deliveries costs the inbox the same statements whatever its
 // length: recording, locking the sequences, advancing them and looking for
@@ -33,18 +22,8 @@ func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 func TestStepCostsAFixedNumberOfStatements(t *testing.T) {
 	t.Parallel()
 	_, dbURL := testenv.NewPool(t, "ledger")
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &statements{}
-	cfg.ConnConfig.Tracer = counter
+	pool, counter := testenv.CountingPool(t, dbURL)
 	ctx := testenv.Context(t)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	noop := func(context.Context, pgx.Tx, Message) error { return nil }
 	icfg := Config{Handlers: map[string]Handler{"OrderCaptured": noop, "OrderRefunded": noop},
 		BatchHandler: func(context.Context, pgx.Tx, []Message) error { return nil }}
@@ -67,9 +46,9 @@ func TestStepCostsAFixedNumberOfStatements(t *testing.T) {
 		}
 		var outcomes []Outcome
 		err := withTx(ctx, pool, func(tx pgx.Tx) (err error) {
-			before := counter.n.Load()
+			before := counter.Total()
 			outcomes, _, err = e.step(ctx, tx, msgs)
-			if got := counter.n.Load() - before; err == nil && got != 4 {
+			if got := counter.Total() - before; err == nil && got != 4 {
 				t.Errorf("%d events: %d statements, want 4", n, got)
 			}
 			return err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -256,22 +255,3 @@ func (r *recorder) wrap(name string, next outbox.Publisher) outbox.Publisher {
 		return errs
 	})
 }
-
-// statementCounter counts the statements a pool runs, by their sqlc name.
-type statementCounter struct {
-	mu     sync.Mutex
-	byName map[string]int
-}
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	name := "other"
-	if _, rest, ok := strings.Cut(d.SQL, "-- name: "); ok {
-		name, _, _ = strings.Cut(rest, " ")
-	}
-	c.mu.Lock()
-	c.byName[name]++
-	c.mu.Unlock()
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

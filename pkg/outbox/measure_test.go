@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/internal/broker"
@@ -44,17 +43,7 @@ func TestMeasureDrainRate(t *testing.T) {
 			if _, err := pool.Exec(ctx, "VACUUM ANALYZE outbox"); err != nil {
 				t.Fatal(err)
 			}
-			counter := &statementCounter{byName: map[string]int{}}
-			pcfg, err := pgxpool.ParseConfig(dbURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pcfg.ConnConfig.Tracer = counter
-			relayPool, err := pgxpool.NewWithConfig(ctx, pcfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(relayPool.Close)
+			relayPool, counter := testenv.CountingPool(t, dbURL)
 			var regs []*prometheus.Registry
 			start := time.Now()
 			for i := range relays {
@@ -75,12 +64,11 @@ func TestMeasureDrainRate(t *testing.T) {
 			for _, reg := range regs {
 				batches += metricValue(t, reg, "paylab_outbox_batch_size")
 			}
-			counter.mu.Lock()
-			statements := counter.byName["ClaimBatch"] + counter.byName["CompleteBatch"] + counter.byName["RenewLeases"]
+			byName := counter.Counts()
+			statements := byName["ClaimBatch"] + byName["CompleteBatch"] + byName["RenewLeases"]
 			t.Logf("MEASURE drain: %d events, %d relay(s), %v → %.0f events/s; %.0f batches, %d claim/mark/renew statements (%.2f per batch), all statements %v",
 				backlog, relays, took.Round(time.Millisecond), backlog/took.Seconds(), batches, statements,
-				float64(statements)/batches, counter.byName)
-			counter.mu.Unlock()
+				float64(statements)/batches, byName)
 		})
 	}
 }

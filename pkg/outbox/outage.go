@@ -64,14 +64,9 @@ func (r *Relay) outageBatch(ctx context.Context, b *batch) time.Duration {
 	defer r.outage.mu.Unlock()
 	r.outage.batches++
 	r.metrics.outageBatches.Inc()
-	backoff := min(r.cfg.RetryBackoff, r.cfg.OutageMaxBackoff)
-	for range r.outage.batches - 1 {
-		if backoff >= r.cfg.OutageMaxBackoff/2 {
-			backoff = r.cfg.OutageMaxBackoff
-			break
-		}
-		backoff *= 2
-	}
+	// RetryBackoff doubled per consecutive outage batch, capped (the shift
+	// is bounded so that it cannot overflow).
+	backoff := min(r.cfg.RetryBackoff<<min(r.outage.batches-1, 20), r.cfg.OutageMaxBackoff)
 	if r.outage.batches == 1 {
 		r.outage.since = time.Now()
 		r.metrics.brokerOutage.Set(1)

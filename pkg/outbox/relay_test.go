@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/internal/testenv"
@@ -269,36 +268,25 @@ func TestTwoStatementsPerBatch(t *testing.T) {
 	topic := testenv.NewTopic(t, 3)
 	ctx := longContext(t, 2*time.Minute)
 	seedOrders(t, ctx, pool, topic, 2000, 1)
-	counter := &statementCounter{byName: map[string]int{}}
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = counter
-	relayPool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(relayPool.Close)
+	relayPool, counter := testenv.CountingPool(t, dbURL)
 	reg := prometheus.NewRegistry()
 	startRelay(t, relayPool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
 		BatchSize: 100, Registerer: reg, Retention: -1, StatsInterval: time.Hour, Logger: testLogger(t),
 	})
 	testenv.Eventually(t, time.Minute, "the backlog drained", func() bool { return undispatched(t, ctx, pool) == 0 })
 	batches := int(metricValue(t, reg, "paylab_outbox_batch_size"))
-	counter.mu.Lock()
-	defer counter.mu.Unlock()
-	claims, marks := counter.byName["ClaimBatch"], counter.byName["CompleteBatch"]
-	t.Logf("%d batches: %d claims, %d marks; all statements %v", batches, claims, marks, counter.byName)
+	byName := counter.Counts()
+	claims, marks := byName["ClaimBatch"], byName["CompleteBatch"]
+	t.Logf("%d batches: %d claims, %d marks; all statements %v", batches, claims, marks, byName)
 	if batches < 20 || marks != batches || claims < batches || claims > batches+5 {
 		t.Fatalf("%d batches of at most 100 for 2 000 events: %d claims and %d marks, want one of each per batch (and a few empty claims)",
 			batches, claims, marks)
 	}
-	for name := range counter.byName {
+	for name := range byName {
 		switch name {
 		case "ClaimBatch", "CompleteBatch", "PendingStats", "other": // other: the listener's LISTEN
 		default:
-			t.Errorf("unexpected statement %s (%d times)", name, counter.byName[name])
+			t.Errorf("unexpected statement %s (%d times)", name, byName[name])
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/paylab/paylab/internal/loadgen"
 	"github.com/paylab/paylab/pkg/outbox"
 	"github.com/paylab/paylab/services/orders/internal/order"
+	"github.com/paylab/paylab/services/orders/internal/orderapp"
 	"github.com/paylab/paylab/services/orders/internal/orderdb"
 )
 
@@ -63,19 +64,13 @@ func Capture(ctx context.Context, pool *pgxpool.Pool, topic, key string, p loadg
 		if err != nil {
 			return fmt.Errorf("capturing order %s: %w", created.ID, err)
 		}
-		o := order.Order{
-			ID: row.ID, CustomerID: row.CustomerID, MerchantID: row.MerchantID, Amount: row.Amount,
-			Currency: row.Currency, CapturedAmount: row.CapturedAmount, EventSeq: row.EventSeq, UpdatedAt: row.UpdatedAt,
-		}
-		payload, err := json.Marshal(order.CapturedEvent(o))
+		o := orderapp.FromDB(row)
+		ev, err := orderapp.NewEvent(o, order.EventOrderCaptured, order.CapturedEvent(o), o.UpdatedAt)
 		if err != nil {
 			return err
 		}
-		if err := outbox.Enqueue(ctx, tx, outbox.Event{
-			ID: uuid.Must(uuid.NewV7()), AggregateType: order.AggregateType, AggregateID: o.ID.String(),
-			Type: order.EventOrderCaptured, SchemaVersion: order.SchemaVersion, Sequence: o.EventSeq,
-			Topic: topic, Payload: payload, OccurredAt: o.UpdatedAt,
-		}); err != nil {
+		ev.ID, ev.Topic = uuid.Must(uuid.NewV7()), topic
+		if err := outbox.Enqueue(ctx, tx, ev); err != nil {
 			return err
 		}
 		response, err := json.Marshal(row)

@@ -65,13 +65,13 @@ func (s *Service) Refund(ctx context.Context, id uuid.UUID, n order.NewRefund, o
 		if err != nil {
 			return nil, nil, fmt.Errorf("refunding order %s: %w", id, err)
 		}
-		o := fromDB(row)
+		o := FromDB(row)
 		r, err := q.CreateRefund(ctx, orderdb.CreateRefundParams{ID: newID(), OrderID: id, Amount: n.Amount, Currency: o.Currency})
 		if err != nil {
 			return nil, nil, fmt.Errorf("recording refund of order %s: %w", id, err)
 		}
 		refund := order.Refund{ID: r.ID, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency, CreatedAt: r.CreatedAt.UTC()}
-		ev, err := event(o, order.EventOrderRefunded, order.RefundedEvent(o, refund), refund.CreatedAt)
+		ev, err := NewEvent(o, order.EventOrderRefunded, order.RefundedEvent(o, refund), refund.CreatedAt)
 		return refund, []outbox.Event{ev}, err
 	}))
 }
@@ -85,7 +85,7 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (order.Order, error) {
 	if err != nil {
 		return order.Order{}, fmt.Errorf("reading order %s: %w", id, err)
 	}
-	return fromDB(row), nil
+	return FromDB(row), nil
 }
 
 func createOrder(ctx context.Context, q *orderdb.Queries, n order.NewOrder) (order.Order, error) {
@@ -95,7 +95,7 @@ func createOrder(ctx context.Context, q *orderdb.Queries, n order.NewOrder) (ord
 	if err != nil {
 		return order.Order{}, fmt.Errorf("creating order: %w", err)
 	}
-	return fromDB(row), nil
+	return FromDB(row), nil
 }
 
 func capture(ctx context.Context, q *orderdb.Queries, id uuid.UUID) (any, []outbox.Event, error) {
@@ -113,8 +113,8 @@ func capture(ctx context.Context, q *orderdb.Queries, id uuid.UUID) (any, []outb
 	if err != nil {
 		return nil, nil, fmt.Errorf("capturing order %s: %w", id, err)
 	}
-	o := fromDB(row)
-	ev, err := event(o, order.EventOrderCaptured, order.CapturedEvent(o), o.UpdatedAt)
+	o := FromDB(row)
+	ev, err := NewEvent(o, order.EventOrderCaptured, order.CapturedEvent(o), o.UpdatedAt)
 	return o, []outbox.Event{ev}, err
 }
 
@@ -133,9 +133,9 @@ func whyNotRefundable(ctx context.Context, q *orderdb.Queries, id uuid.UUID, amo
 	}
 }
 
-// event builds the event announcing a change of o; o.EventSeq is its
+// NewEvent builds the event announcing a change of o; o.EventSeq is its
 // sequence number.
-func event(o order.Order, typ string, payload any, at time.Time) (outbox.Event, error) {
+func NewEvent(o order.Order, typ string, payload any, at time.Time) (outbox.Event, error) {
 	data, err := json.Marshal(payload)
 	if err != nil {
 		return outbox.Event{}, fmt.Errorf("encoding %s of order %s: %w", typ, o.ID, err)

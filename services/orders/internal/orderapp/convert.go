@@ -7,7 +7,8 @@ import (
 	"github.com/paylab/paylab/services/orders/internal/orderdb"
 )
 
-func fromDB(r orderdb.Order) order.Order {
+// FromDB is the order a row of the orders table holds.
+func FromDB(r orderdb.Order) order.Order {
 	return order.Order{
 		ID:             r.ID,
 		CustomerID:     r.CustomerID,
