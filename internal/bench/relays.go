@@ -6,29 +6,17 @@ import (
 	"fmt"
 
 	"github.com/IBM/sarama"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/internal/broker"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
-// listenerName is the application_name of the relay's LISTEN connection
-// (pkg/outbox listen.go).
-const listenerName = "paylab-outbox-listener"
-
-// errPollingOnly refuses the relay's LISTEN connection.
-var errPollingOnly = errors.New("polling only: the benchmark refuses the relay's LISTEN connection")
-
 // relays are relays running in this process, each as a separate relay
 // process would be: its own pool, its own producer (the relay's settings,
 // broker.RelayProducerConfig), the default outbox.Config, so LISTEN/NOTIFY
-// wakes it and the poll interval is the fallback.
-//
-// Polling only: pkg/outbox has no switch to turn LISTEN off, so the
-// benchmark refuses the relay's LISTEN connection when it is made (pgx
-// ValidateConnect); the relay then works on its poll interval alone, as it
-// does wherever LISTEN is unavailable (a transaction-pooling PgBouncer, say).
+// wakes it and the poll interval is the fallback; polling only sets
+// outbox.Config.PollOnly, so the poll interval alone finds the work.
 type relays struct {
 	cancel context.CancelFunc
 	done   []chan error
@@ -50,14 +38,6 @@ func (e *env) startRelays(ctx context.Context, dbURL string, n int, pollingOnly 
 		if tracer != nil {
 			cfg.ConnConfig.Tracer = tracer
 		}
-		if pollingOnly {
-			cfg.ConnConfig.ValidateConnect = func(_ context.Context, c *pgconn.PgConn) error {
-				if c.ParameterStatus("application_name") == listenerName {
-					return errPollingOnly
-				}
-				return nil
-			}
-		}
 		pool, err := pgxpool.NewWithConfig(rctx, cfg)
 		if err != nil {
 			r.stop()
@@ -71,7 +51,7 @@ func (e *env) startRelays(ctx context.Context, dbURL string, n int, pollingOnly 
 		}
 		pub := outbox.NewKafkaPublisher(producer, "/paylab/orders")
 		r.pubs = append(r.pubs, pub)
-		relay, err := outbox.NewRelay(pool, pub, outbox.Config{ID: fmt.Sprintf("bench-relay-%d", i)})
+		relay, err := outbox.NewRelay(pool, pub, outbox.Config{ID: fmt.Sprintf("bench-relay-%d", i), PollOnly: pollingOnly})
 		if err != nil {
 			r.stop()
 			return nil, err

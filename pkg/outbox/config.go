@@ -35,6 +35,11 @@ type Config struct {
 	// notification: the fallback for lost notifications, and the pace at
 	// which expired leases and retry backoffs are noticed. Default 1s.
 	PollInterval time.Duration
+	// PollOnly turns LISTEN/NOTIFY off: the relay finds work by its poll
+	// interval alone. For where LISTEN is unavailable (a transaction-pooling
+	// PgBouncer, say), or to measure polling. Default false: notifications
+	// wake the relay as soon as an event commits.
+	PollOnly bool
 	// RetryBackoff is the first delay before an event that failed to publish
 	// is retried; it doubles with every attempt, with jitter (×0.5–1.0), up
 	// to RetryMaxBackoff. Defaults 1s and 1m.

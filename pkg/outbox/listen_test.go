@@ -44,3 +44,25 @@ func TestNotifyWakesTheRelayAndTheListenerReconnects(t *testing.T) {
 		return undispatched(t, ctx, pool) == 0
 	})
 }
+
+// A PollOnly relay never opens the listening connection (the relay above
+// does) and finds its work by the poll interval alone.
+func TestPollOnlyRelayDoesNotListen(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 1)
+	ctx := testenv.Context(t)
+	relayPool, counter := testenv.CountingPool(t, dbURL)
+	startRelay(t, relayPool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
+		PollOnly: true, PollInterval: 100 * time.Millisecond, Logger: testLogger(t),
+	})
+	enqueue(t, ctx, pool, event(topic, "order-1", 1))
+	testenv.Eventually(t, 10*time.Second, "the event published by polling", func() bool { return undispatched(t, ctx, pool) == 0 })
+	if n := counter.Counts()["other"]; n != 0 {
+		t.Errorf("%d statements other than the relay's queries (a LISTEN?), want none", n)
+	}
+	if n := queryInt(t, ctx, pool, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'paylab-outbox-listener'`); n != 0 {
+		t.Errorf("%d listening connections, want none", n)
+	}
+}

@@ -55,9 +55,11 @@ func (r *Relay) ID() string { return r.cfg.ID }
 // logged, counted and retried; they do not stop the relay.
 func (r *Relay) Run(ctx context.Context) error {
 	r.log.InfoContext(ctx, "outbox relay started", "batch_size", r.cfg.BatchSize,
-		"lease_ttl", r.cfg.LeaseTTL, "poll_interval", r.cfg.PollInterval)
+		"lease_ttl", r.cfg.LeaseTTL, "poll_interval", r.cfg.PollInterval, "poll_only", r.cfg.PollOnly)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return r.listen(gctx) })
+	if !r.cfg.PollOnly {
+		g.Go(func() error { return r.listen(gctx) })
+	}
 	g.Go(func() error { return r.dispatchLoop(gctx) })
 	g.Go(func() error { return r.statsLoop(gctx) })
 	if r.cfg.Retention > 0 {
