@@ -9,7 +9,7 @@ SQLC         := $(TOOLS)/sqlc-$(SQLC_VERSION)
 MAILPIT_VERSION := v1.33.1
 MAILPIT      := $(TOOLS)/mailpit-$(MAILPIT_VERSION)
 STACK        := scripts/stack.sh
-GO_TEST_FLAGS ?= -race -count=1 -timeout 12m
+GO_TEST_FLAGS ?= -race -count=1 -timeout 25m
 
 .PHONY: help
 help: ## list the targets

@@ -33,7 +33,7 @@ func TestBenchQuick(t *testing.T) {
 		t.Fatalf("building the services: %v\n%s", err, out)
 	}
 	results := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
 	if err := run(ctx, []string{"bench", "--quick", "--bin", bin, "--out", results}, &out); err != nil {

@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}},
 		{"B3 raw consume", func() (err error) { st.B3, err = e.rawConsume(ctx, one.topic, one.events); return err }},
 		{"S3 ledger", func() (err error) {
-			st.S3, err = e.ledgerConsume(ctx, one.topic, one.events, s.ConsumeWindow)
+			st.S3, err = e.ledgerConsume(ctx, one.topic, one.events, s.ConsumeWindow, s.MinOps)
 			return err
 		}},
 		{"S4 end to end", func() (err error) { st.S4, err = e.endToEndBoth(ctx, "s4", "", "", e2eRate(st.S1), s); return err }},

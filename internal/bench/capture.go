@@ -55,7 +55,7 @@ func rawCaptures(ctx context.Context, e *env, s Sizes) ([]CaptureResult, error) 
 			return out, err
 		}
 		next := generators(c)
-		l := closedLoop(ctx, c, s.Warmup, s.CaptureDuration, func(ctx context.Context, w, n int) error {
+		l := closedLoop(ctx, c, s.Warmup, s.CaptureDuration, s.MinOps, func(ctx context.Context, w, n int) error {
 			return rawcapture.Capture(ctx, pool, "order-events", fmt.Sprintf("b1-%d-%d", w, n), next[w]())
 		})
 		pool.Close()
@@ -87,7 +87,7 @@ func httpCaptures(ctx context.Context, e *env, s Sizes) ([]CaptureResult, error)
 			MaxIdleConns: c, MaxIdleConnsPerHost: c, MaxConnsPerHost: c, IdleConnTimeout: time.Minute,
 		}}
 		next := generators(c)
-		l := closedLoop(ctx, c, s.Warmup, s.CaptureDuration, func(ctx context.Context, w, n int) error {
+		l := closedLoop(ctx, c, s.Warmup, s.CaptureDuration, s.MinOps, func(ctx context.Context, w, n int) error {
 			return postPayment(ctx, client, api.URL, fmt.Sprintf("s1-%d-%d", w, n), next[w]())
 		})
 		client.CloseIdleConnections()

@@ -18,9 +18,12 @@ type loop struct {
 // closedLoop runs op from workers goroutines, each starting its next op as
 // soon as its last one returned (a closed model: the rate is what the system
 // gives, the concurrency is fixed). Ops that complete during warmup are not
-// measured; then it measures for d and stops starting ops. op gets the
-// worker's index and the op's number within the worker.
-func closedLoop(ctx context.Context, workers int, warmup, d time.Duration, op func(ctx context.Context, worker, n int) error) loop {
+// measured; then it measures for d, and for longer if fewer than minOps
+// completed by then (a busy machine), until the minOps-th completes or ctx
+// ends: a measurement counts work, it does not give up on a slow system.
+// The rate is then over the longer window. op gets the worker's index and
+// the op's number within the worker.
+func closedLoop(ctx context.Context, workers int, warmup, d time.Duration, minOps int, op func(ctx context.Context, worker, n int) error) loop {
 	var (
 		mu    sync.Mutex
 		res   loop
@@ -28,14 +31,21 @@ func closedLoop(ctx context.Context, workers int, warmup, d time.Duration, op fu
 		start = time.Now()
 		from  = start.Add(warmup)
 		until = from.Add(d)
+		end   = until // the window's end, later while fewer than minOps completed
 	)
+	over := func(t time.Time) bool { // under mu
+		return t.After(end) && res.Ops >= minOps
+	}
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for n := 0; ctx.Err() == nil; n++ {
 				began := time.Now()
-				if began.After(until) {
+				mu.Lock()
+				stop := over(began)
+				mu.Unlock()
+				if stop {
 					return
 				}
 				err := op(ctx, w, n)
@@ -47,15 +57,19 @@ func closedLoop(ctx context.Context, workers int, warmup, d time.Duration, op fu
 					if res.FirstError == "" {
 						res.FirstError = err.Error()
 					}
-				case !ended.Before(from) && !ended.After(until):
+				case ended.Before(from) || over(ended):
+				default:
 					res.Ops++
 					res.Latencies = append(res.Latencies, ended.Sub(began))
+					if ended.After(end) {
+						end = ended
+					}
 				}
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	res.Window = d
+	res.Window = end.Sub(from)
 	return res
 }

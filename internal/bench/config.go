@@ -8,30 +8,33 @@ import (
 )
 
 // Sizes are how much a run does. Full is `paylab bench`; Quick is a tiny
-// run that exercises every stage in well under a minute (the harness's own
-// test).
+// run that exercises every stage in well under a minute on an idle machine
+// (the harness's own test). The durations are the measurements' windows; a
+// window that has not yet seen MinOps operations goes on until it has, so a
+// busy machine makes a run slower, never empty.
 type Sizes struct {
 	Name            string        `json:"name"`
 	Concurrency     []int         `json:"concurrency"`       // B1 and S1: closed-loop workers
 	Warmup          time.Duration `json:"warmup_ns"`         // B1 and S1: not measured
 	CaptureDuration time.Duration `json:"capture_ns"`        // B1 and S1: measured, per concurrency
+	MinOps          int           `json:"min_ops"`           // B1, S1 and S3: the windows last until this many completed
 	Backlog         int           `json:"backlog"`           // S2 (and B2, B3, S3): events
 	ConsumeWindow   time.Duration `json:"consume_window_ns"` // S3: the ledger's measured window at most
 	E2EDuration     time.Duration `json:"e2e_ns"`            // S4: load per mode
-	Settle          time.Duration `json:"settle_ns"`         // S4: longest wait for the ledger to catch up
+	Settle          time.Duration `json:"settle_ns"`         // S4: longest wait for the ledger to catch up (a deadline, not a window)
 	History         int           `json:"history"`           // S5: dispatched outbox rows and processed inbox rows
 }
 
 // Full and Quick are the two sizes `paylab bench` knows.
 var (
 	Full = Sizes{
-		Name: "full", Concurrency: []int{8, 32}, Warmup: 2 * time.Second, CaptureDuration: 10 * time.Second,
+		Name: "full", Concurrency: []int{8, 32}, Warmup: 2 * time.Second, CaptureDuration: 10 * time.Second, MinOps: 1000,
 		Backlog: 100_000, ConsumeWindow: 30 * time.Second, E2EDuration: 20 * time.Second, Settle: 90 * time.Second,
 		History: 5_000_000,
 	}
 	Quick = Sizes{
-		Name: "quick", Concurrency: []int{8, 32}, Warmup: 200 * time.Millisecond, CaptureDuration: time.Second,
-		Backlog: 2000, ConsumeWindow: 2 * time.Second, E2EDuration: 2 * time.Second, Settle: 30 * time.Second,
+		Name: "quick", Concurrency: []int{8, 32}, Warmup: 200 * time.Millisecond, CaptureDuration: time.Second, MinOps: 50,
+		Backlog: 2000, ConsumeWindow: 2 * time.Second, E2EDuration: 2 * time.Second, Settle: 5 * time.Minute,
 		History: 20_000,
 	}
 )

@@ -104,10 +104,11 @@ func (h *countingHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim s
 
 // ledgerConsume is S3: the ledger (the binary, inbox on, default settings)
 // consumes the topic from the start into a fresh database until it has
-// processed every event or for window after its first, whichever is first.
+// processed every event, or for window after its first and at least minOps,
+// whichever is first.
 // The rate comes from the inbox: processed events over the span of their
 // processed_at (database clock), so the group's join is not part of it.
-func (e *env) ledgerConsume(ctx context.Context, topic string, n int, window time.Duration) (ConsumeResult, error) {
+func (e *env) ledgerConsume(ctx context.Context, topic string, n int, window time.Duration, minOps int) (ConsumeResult, error) {
 	dbURL, err := e.database(ctx, "s3", "ledger")
 	if err != nil {
 		return ConsumeResult{}, err
@@ -136,7 +137,7 @@ func (e *env) ledgerConsume(ctx context.Context, topic string, n int, window tim
 		if c > 0 && deadline.IsZero() {
 			deadline = time.Now().Add(window)
 		}
-		if c >= n || (!deadline.IsZero() && time.Now().After(deadline)) {
+		if c >= n || (!deadline.IsZero() && time.Now().After(deadline) && c >= minOps) {
 			break
 		}
 		select {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -121,7 +122,7 @@ func e2eRow(stage, what string, r E2EResult, base *E2EResult) Row {
 // notes say how the figures were measured, with this run's settings.
 func notes(st Stages, s Sizes) []string {
 	n := []string{
-		fmt.Sprintf("B1/S1: closed loop, N workers back to back for %s after %s of warm-up; B1's pgx pool and S1's DATABASE_MAX_CONNS both equal N; latency per transaction / request.", s.CaptureDuration, s.Warmup),
+		fmt.Sprintf("B1/S1: closed loop, N workers back to back for %s after %s of warm-up (longer until %d have completed); B1's pgx pool and S1's DATABASE_MAX_CONNS both equal N; latency per transaction / request.", s.CaptureDuration, s.Warmup, s.MinOps),
 		"B2: the relay's producer settings (idempotent, acks=all, one request in flight) and its messages (the S2 backlog, encoded by Event.ProducerMessage), fed continuously; first send to last ack.",
 		"S2: relays in this process with the default outbox.Config, one pool and producer each; start to the last event recorded dispatched.",
 		"statements: counted by a pgx tracer on the relays' connections (pg_stat_statements is not needed); per batch = all but the gauges, retention, LISTEN and claims that leased nothing, divided by the claims that leased events.",
@@ -131,7 +132,7 @@ func notes(st Stages, s Sizes) []string {
 			relaysN(d.Relays), d.Statements.Total, d.Statements.ByName, d.Statements.Batches, d.Statements.ServerTransactions))
 	}
 	n = append(n,
-		"B3: a consumer group marking offsets as the inbox does, nothing else; S3: the ledger binary (inbox on, defaults) on the same topic, from its inbox's processed_at, for at most "+s.ConsumeWindow.String()+" of its run.",
+		"B3: a consumer group marking offsets as the inbox does, nothing else; S3: the ledger binary (inbox on, defaults) on the same topic, from its inbox's processed_at, for at most "+s.ConsumeWindow.String()+" of its run (longer until "+strconv.Itoa(s.MinOps)+" are processed).",
 		fmt.Sprintf("S4: the orders API and ledger binaries and one relay; payments at 50%% of S1's best rate (open model, paylab load) for %s; commit → applied = ledger journal entry created_at − outbox created_at, both on the database clock; polling only runs the relay with outbox.Config.PollOnly, on its %s poll.", s.E2EDuration, outbox.DefaultPollInterval),
 	)
 	for _, r := range st.S4 {

@@ -42,7 +42,7 @@ func (e *env) start(ctx context.Context, name, binary string, args []string, env
 			fmt.Sprintf("ADMIN_ADDR=127.0.0.1:%d", adminPort), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", httpPort)),
 		ReadyURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", adminPort),
 	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	if err := s.Start(sctx); err != nil {
 		s.stop()

@@ -28,7 +28,7 @@ func killRelayHoldingLeases(ctx context.Context, d *Deployment, _ Sizes) (string
 	owner, rows, err := stuckLease(ctx, conn, victim)
 	if err != nil {
 		if ctx.Err() != nil {
-			return victim.Name + " never held a lease", 0, nil
+			return "", 0, fmt.Errorf("%s never held a lease", victim.Name)
 		}
 		return "", 0, err
 	}
@@ -58,7 +58,7 @@ func killRelayHoldingLeases(ctx context.Context, d *Deployment, _ Sizes) (string
 		pause(ctx, 20*time.Millisecond)
 	}
 	if ctx.Err() != nil {
-		return fmt.Sprintf("%s killed holding %d leased rows; not taken over", victim.Name, rows), 0, nil
+		return "", 0, fmt.Errorf("%s killed holding %d leased rows; not taken over", victim.Name, rows)
 	}
 	takeover := time.Since(killed)
 	cb := <-back

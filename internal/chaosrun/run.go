@@ -121,7 +121,7 @@ func runOne(ctx context.Context, target Target, sc Scenario, s Sizes, seed uint6
 	loadDone := make(chan loadgen.Report, 1)
 	go func() {
 		rep, _ := loadgen.Run(loadCtx, loadgen.Config{
-			BaseURL: d.APIURL, Rate: s.Rate, Count: s.Payments, Seed: seed, Timeout: 5 * time.Second,
+			BaseURL: d.APIURL, Rate: s.Rate, Count: s.Payments, Seed: seed, Timeout: 30 * time.Second,
 		})
 		loadDone <- rep
 	}()

@@ -53,14 +53,14 @@ type Sizes struct {
 	Payments int
 	Rate     int
 	Crashes  int           // repeated crashes per scenario
-	Outage   time.Duration // how long Kafka stays down
+	Outage   time.Duration // how long Kafka stays down at least
 	Settle   time.Duration // longest wait for the pipeline to settle
 }
 
 // Full and Quick are the default sizes (`paylab chaos run all` and `--quick`).
 var (
 	Full  = Sizes{Payments: 2000, Rate: 200, Crashes: 5, Outage: 35 * time.Second, Settle: 3 * time.Minute}
-	Quick = Sizes{Payments: 300, Rate: 150, Crashes: 2, Outage: 5 * time.Second, Settle: time.Minute}
+	Quick = Sizes{Payments: 300, Rate: 150, Crashes: 2, Outage: 5 * time.Second, Settle: 3 * time.Minute}
 )
 
 // Result is a scenario's outcome: the table's row.

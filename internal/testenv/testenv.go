@@ -48,10 +48,10 @@ func envOr(key, def string) string {
 	return def
 }
 
-// Context returns a context cancelled when the test ends (or after a minute).
+// Context returns a context cancelled when the test ends (or after three minutes).
 func Context(t testing.TB) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
