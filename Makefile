@@ -8,8 +8,22 @@ TOOLS        ?= $(HOME)/.cache/paylab/bin
 SQLC         := $(TOOLS)/sqlc-$(SQLC_VERSION)
 MAILPIT_VERSION := v1.33.1
 MAILPIT      := $(TOOLS)/mailpit-$(MAILPIT_VERSION)
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK  := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
+GOVULNCHECK_VERSION := v1.9.0
+GOVULNCHECK  := $(TOOLS)/govulncheck-$(GOVULNCHECK_VERSION)
+# The Go vulnerability database, as the golang.org/x/vulndb module holds it on
+# that date (fetched through the module proxy, indexed once); VULNDB=https://vuln.go.dev
+# checks against the live database instead.
+VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
+VULNDB_DIR   := $(TOOLS)/vulndb-$(VULNDB_VERSION)
+VULNDB       ?= file://$(VULNDB_DIR)
 STACK        := scripts/stack.sh
 GO_TEST_FLAGS ?= -race -count=1 -timeout 25m
+# go.mod's toolchain line (a patch release with the standard library's
+# security fixes) is honoured even where the go command defaults to the local
+# toolchain; the go command fetches it from the module proxy once.
+export GOTOOLCHAIN ?= auto
 
 .PHONY: help
 help: ## list the targets
@@ -52,15 +66,29 @@ dev: env-up ## migrate, then run the orders API on 127.0.0.1:8080 (admin :9080) 
 
 ## ---- code ----
 
-$(SQLC):
-	@echo "building sqlc $(SQLC_VERSION) (once; cached in $(TOOLS))"
+# go-tool builds one Go command at a pinned version into $(TOOLS), once.
+define go-tool
+	@echo "building $(1) (once; cached in $(TOOLS))"
 	@mkdir -p $(TOOLS)
-	@tmp=$$(mktemp -d) && cd $$tmp && GOBIN=$$tmp GOFLAGS=-mod=mod go install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION) && mv $$tmp/sqlc $(SQLC) && rm -rf $$tmp
+	@tmp=$$(mktemp -d) && cd $$tmp && GOBIN=$$tmp GOFLAGS=-mod=mod go install $(1) && mv $$tmp/$(notdir $(firstword $(subst @, ,$(1)))) $(2) && rm -rf $$tmp
+endef
+
+$(STATICCHECK):
+	$(call go-tool,honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION),$@)
+
+$(GOVULNCHECK):
+	$(call go-tool,golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION),$@)
+
+$(VULNDB_DIR):
+	$(call go-tool,golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION),$(TOOLS)/indexdb-$(VULNDB_VERSION))
+	@src=$$(cd $$(mktemp -d) && go mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p') && \
+	  $(TOOLS)/indexdb-$(VULNDB_VERSION) -vulns "$$src/data/osv" -out $@.tmp && mv $@.tmp $@
+
+$(SQLC):
+	$(call go-tool,github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION),$@)
 
 $(MAILPIT):
-	@echo "building mailpit $(MAILPIT_VERSION) (once; cached in $(TOOLS))"
-	@mkdir -p $(TOOLS)
-	@tmp=$$(mktemp -d) && cd $$tmp && GOBIN=$$tmp GOFLAGS=-mod=mod go install github.com/axllent/mailpit@$(MAILPIT_VERSION) && mv $$tmp/mailpit $(MAILPIT) && rm -rf $$tmp
+	$(call go-tool,github.com/axllent/mailpit@$(MAILPIT_VERSION),$@)
 
 .PHONY: mailpit
 mailpit: $(MAILPIT) ## build the Mailpit SMTP server the notification tests use (once)
@@ -78,7 +106,10 @@ verify: $(SQLC) ## check formatting, go vet, and that the generated code is up t
 	@echo "verify: gofmt, go vet and sqlc diff clean"
 
 .PHONY: lint
-lint: verify ## alias of verify
+lint: verify $(STATICCHECK) $(GOVULNCHECK) $(VULNDB_DIR) ## verify, then staticcheck and govulncheck (VULNDB=https://vuln.go.dev for the live database)
+	@$(STATICCHECK) ./...
+	@echo "lint: staticcheck clean"
+	@$(GOVULNCHECK) -db $(VULNDB) ./...
 
 ## ---- tests ----
 
@@ -91,7 +122,7 @@ bench-consumers: env-up ## measure the ledger's consumer throughput on a pre-fil
 	@PAYLAB_THROUGHPUT=1 go test -count=1 -timeout 90m -v -run '^TestThroughput$$' ./services/ledger/
 
 .PHONY: test
-test: verify env-up $(MAILPIT) ## vet, check generated code, then every test against the real stack
+test: lint env-up $(MAILPIT) ## lint (vet, generated code, staticcheck, govulncheck), then every test against the real stack
 	@echo "--- smoke: the stack is real"
 	@go test $(GO_TEST_FLAGS) -v -run '^TestSmoke' ./internal/smoke/
 	@echo "--- all tests"

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paylab/paylab/internal/bench"
-	"github.com/paylab/paylab/internal/localstack"
 	"github.com/paylab/paylab/internal/testenv"
 )
 
@@ -27,8 +26,8 @@ import (
 func TestBenchQuick(t *testing.T) {
 	t.Parallel()
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+string(os.PathSeparator), "./services/orders", "./services/ledger")
-	build.Dir = localstack.RepoRoot()
+	build := exec.Command("go", "build", "-o", bin+string(os.PathSeparator),
+		"github.com/paylab/paylab/services/orders", "github.com/paylab/paylab/services/ledger")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the services: %v\n%s", err, out)
 	}

@@ -102,7 +102,11 @@ var kafkaVersionRE = regexp.MustCompile(`Apache Kafka [^ ,)]+`)
 // kafkaVersion asks the local stack's script, which reads the broker's own
 // log; a broker from elsewhere (KAFKA_BROKERS) has no version to report.
 func kafkaVersion() string {
-	out, err := exec.Command(filepath.Join(localstack.RepoRoot(), "scripts", "stack.sh"), "status", "kafka").Output()
+	root, err := localstack.RepoRoot()
+	if err != nil {
+		return "Kafka (version not known: " + err.Error() + ")"
+	}
+	out, err := exec.Command(filepath.Join(root, "scripts", "stack.sh"), "status", "kafka").Output()
 	if v := kafkaVersionRE.FindString(string(out)); err == nil && v != "" {
 		return v
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/paylab/paylab/internal/localstack"
 	"github.com/paylab/paylab/internal/testenv"
 )
 
@@ -21,8 +20,8 @@ import (
 func buildServices(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", bin+"/", "./services/orders", "./services/ledger", "./services/notifications")
-	cmd.Dir = localstack.RepoRoot()
+	cmd := exec.Command("go", "build", "-o", bin+"/", "github.com/paylab/paylab/services/orders",
+		"github.com/paylab/paylab/services/ledger", "github.com/paylab/paylab/services/notifications")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the services: %v\n%s", err, out)
 	}

@@ -58,40 +58,41 @@ func binaries(t *testing.T) map[string]string {
 // packages it imports. required lists those tagged required or notEmpty.
 func envVars(t *testing.T, pkg string) (all map[string]string, required map[string]bool) {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", pkg)
+	cmd := exec.Command("go", "list", "-deps", "-f",
+		`{{if .Module}}{{if .Module.Main}}{{range .GoFiles}}{{$.Dir}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}`, pkg)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list %s: %v", pkg, err)
 	}
 	all, required = map[string]string{}, map[string]bool{}
-	for _, dir := range strings.Fields(string(out)) {
-		pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi os.FileInfo) bool {
-			return !strings.HasSuffix(fi.Name(), "_test.go")
-		}, 0)
+	for line := range strings.Lines(string(out)) {
+		file := strings.TrimSuffix(line, "\n")
+		if file == "" {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range pkgs {
-			ast.Inspect(p, func(n ast.Node) bool {
-				f, ok := n.(*ast.Field)
-				if !ok || f.Tag == nil {
-					return true
-				}
-				raw, _ := strconv.Unquote(f.Tag.Value)
-				tag := reflect.StructTag(raw)
-				name, ok := tag.Lookup("env")
-				if !ok {
-					return true
-				}
-				name, opts, _ := strings.Cut(name, ",")
-				all[name] = tag.Get("envDefault")
-				if strings.Contains(opts, "required") || strings.Contains(opts, "notEmpty") {
-					required[name] = true
-				}
+		ast.Inspect(f, func(n ast.Node) bool {
+			f, ok := n.(*ast.Field)
+			if !ok || f.Tag == nil {
 				return true
-			})
-		}
+			}
+			raw, _ := strconv.Unquote(f.Tag.Value)
+			tag := reflect.StructTag(raw)
+			name, ok := tag.Lookup("env")
+			if !ok {
+				return true
+			}
+			name, opts, _ := strings.Cut(name, ",")
+			all[name] = tag.Get("envDefault")
+			if strings.Contains(opts, "required") || strings.Contains(opts, "notEmpty") {
+				required[name] = true
+			}
+			return true
+		})
 	}
 	return all, required
 }

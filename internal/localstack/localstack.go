@@ -12,8 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 )
 
 // Server is one private PostgreSQL server ("pg") or Kafka broker ("kafka").
@@ -75,7 +73,11 @@ func (s *Server) AdminURL() string {
 }
 
 func (s *Server) stack(verb string) error {
-	cmd := exec.Command(filepath.Join(RepoRoot(), "scripts", "stack.sh"), verb, s.service)
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(root, "scripts", "stack.sh"), verb, s.service)
 	cmd.Env = s.env
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("stack.sh %s %s: %w\n%s", verb, s.service, err, out)
@@ -99,8 +101,36 @@ func FreePort() (int, error) {
 	return 0, errors.New("no free TCP port between 20000 and 32000")
 }
 
-// RepoRoot is the repository's root folder, found from this source file.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return strings.TrimSuffix(filepath.Dir(file), filepath.Join("internal", "localstack"))
+// RepoEnv names the variable that points at a paylab checkout, for a binary
+// run from outside one.
+const RepoEnv = "PAYLAB_REPO"
+
+// RepoRoot is the paylab checkout whose scripts/stack.sh starts the private
+// servers: $PAYLAB_REPO when set, else the nearest folder at or above the
+// working directory that holds scripts/stack.sh. A binary does not know where
+// it was built; a copy of it run elsewhere needs one of the two.
+func RepoRoot() (string, error) {
+	if dir := os.Getenv(RepoEnv); dir != "" {
+		if !isRepo(dir) {
+			return "", fmt.Errorf("%s=%s: no scripts/stack.sh there", RepoEnv, dir)
+		}
+		return filepath.Abs(dir)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if isRepo(dir) {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("no paylab checkout (scripts/stack.sh) at or above %s: run from inside one or set %s", wd, RepoEnv)
+		}
+	}
+}
+
+func isRepo(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, "scripts", "stack.sh"))
+	return err == nil && !st.IsDir()
 }

@@ -159,14 +159,6 @@ func Up(ctx context.Context, dbURL, database string) (int64, error) {
 	})
 }
 
-// Reset rolls every migration of database back (schema version 0).
-func Reset(ctx context.Context, dbURL, database string) (int64, error) {
-	return run(ctx, dbURL, database, func(p *goose.Provider) error {
-		_, err := p.DownTo(ctx, 0)
-		return err
-	})
-}
-
 func run(ctx context.Context, dbURL, database string, step func(*goose.Provider) error) (version int64, err error) {
 	fsys, err := migrations.FS(database)
 	if err != nil {

@@ -81,15 +81,6 @@ func (r Report) Violations() []string {
 // key names one effect: an order's capture ("" refund) or one of its refunds.
 type key struct{ order, refund string }
 
-// Check reads the three databases (and the topic, when configured) once.
-func Check(ctx context.Context, src Sources) (Report, error) {
-	r, err := checkDatabases(ctx, src)
-	if err != nil {
-		return r, err
-	}
-	return r, addWire(ctx, src, &r)
-}
-
 // checkDatabases compares the consumers' effects with the orders database.
 func checkDatabases(ctx context.Context, src Sources) (Report, error) {
 	var r Report

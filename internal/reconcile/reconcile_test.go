@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -69,7 +70,7 @@ func (f *fixture) addJournalEntry(t *testing.T) {
 func TestCleanStateHasNoViolations(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	rep, err := reconcile.Check(testenv.Context(t), f.src)
+	rep, err := reconcile.Settle(testenv.Context(t), f.src, time.Minute, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestDeletedJournalEntryIsLost(t *testing.T) {
 	if _, err := f.ledger.Exec(ctx, `DELETE FROM postings; DELETE FROM journal_entries`); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := reconcile.Check(ctx, f.src)
+	rep, err := reconcile.Settle(ctx, f.src, time.Minute, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestDuplicatedJournalEntryIsADuplicateEffect(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	f.addJournalEntry(t)
-	rep, err := reconcile.Check(testenv.Context(t), f.src)
+	rep, err := reconcile.Settle(testenv.Context(t), f.src, time.Minute, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestEffectWithoutCommittedOrderIsPhantom(t *testing.T) {
 	if _, err := f.orders.Exec(ctx, `DELETE FROM orders`); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := reconcile.Check(ctx, f.src)
+	rep, err := reconcile.Settle(ctx, f.src, time.Minute, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	tp := NewProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	return tp.Shutdown, nil
 }
@@ -74,10 +74,4 @@ func Stop(log *slog.Logger, shutdown func(context.Context) error) {
 	if err := shutdown(ctx); err != nil {
 		log.WarnContext(ctx, "flushing traces at shutdown", "error", err)
 	}
-}
-
-// NewProvider returns a tracer provider honouring OTEL_TRACES_SAMPLER (the
-// SDK default: parent-based, always on). Tests pass an in-memory exporter.
-func NewProvider(opts ...sdktrace.TracerProviderOption) *sdktrace.TracerProvider {
-	return sdktrace.NewTracerProvider(opts...)
 }

@@ -46,7 +46,7 @@ func SpansFromStubs(stubs tracetest.SpanStubs, service string) []Span {
 			Attributes: map[string]string{}, Error: st.Status.Code == codes.Error,
 		}
 		for _, kv := range st.Attributes {
-			s.Attributes[string(kv.Key)] = kv.Value.Emit()
+			s.Attributes[string(kv.Key)] = kv.Value.String()
 		}
 		for _, e := range st.Events {
 			s.Events = append(s.Events, e.Name)
@@ -99,7 +99,7 @@ func RecordSpans(t *testing.T) (*tracetest.InMemoryExporter, trace.Tracer) {
 func SpanAttr(s tracetest.SpanStub, key attribute.Key) string {
 	for _, kv := range s.Attributes {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

@@ -132,7 +132,7 @@ func TestRelayWithoutTracingForwardsTheStoredTraceContext(t *testing.T) {
 func attrOf(kvs []attribute.KeyValue, key attribute.Key) string {
 	for _, kv := range kvs {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

@@ -81,6 +81,3 @@ func New(cfg Config) (*Service, error) {
 	}
 	return s, nil
 }
-
-// Mode is the mode the service runs in.
-func (s *Service) Mode() Mode { return s.mode }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -137,8 +136,6 @@ func headers(m *sarama.ConsumerMessage) map[string]string {
 	}
 	return out
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // privateTopic creates a one-partition topic on a private broker.
 func privateTopic(t *testing.T, brokers []string) string {
