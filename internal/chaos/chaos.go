@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -290,19 +289,24 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Points declares the named points on the Default registry (so they can be
 // armed before their first hit) and returns a function that hits one by
-// name; a name not declared here is a no-op. It is for step boundaries that
-// cannot fail the step: an injected error is only logged (crash and delay act
-// as usual).
-func Points(log *slog.Logger, names ...string) func(ctx context.Context, point string) {
+// name (see Registry.Points).
+func Points(names ...string) func(ctx context.Context, point string) error {
+	return Default.Points(names...)
+}
+
+// Points declares the named points on r and returns a function that hits one
+// by name and returns Hit's error, for a step that fails with it: the Error
+// action's error (and a Delay cut short by ctx) reaches the caller. A name
+// not declared here is a no-op.
+func (r *Registry) Points(names ...string) func(ctx context.Context, point string) error {
 	points := make(map[string]*Point, len(names))
 	for _, n := range names {
-		points[n] = NewPoint(n)
+		points[n] = r.Point(n)
 	}
-	return func(ctx context.Context, point string) {
+	return func(ctx context.Context, point string) error {
 		if p := points[point]; p != nil {
-			if err := p.Hit(ctx); err != nil {
-				log.WarnContext(ctx, "fault injected", "point", point, "error", err)
-			}
+			return p.Hit(ctx)
 		}
+		return nil
 	}
 }

@@ -180,3 +180,24 @@ func BenchmarkDisarmedHit(b *testing.B) {
 		_ = p.Hit(ctx)
 	}
 }
+
+func TestPointsReturnTheInjectedError(t *testing.T) {
+	t.Parallel()
+	r, _ := newTestRegistry(t)
+	hit := r.Points("svc.a", "svc.b")
+	if err := r.Arm("svc.a", Fault{Action: Error, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hit(context.Background(), "svc.b"); err != nil {
+		t.Fatalf("a disarmed point failed: %v", err)
+	}
+	if err := hit(context.Background(), "svc.a"); !errors.Is(err, ErrInjected) {
+		t.Fatalf("armed point: err = %v, want ErrInjected", err)
+	}
+	if err := hit(context.Background(), "svc.a"); err != nil {
+		t.Fatalf("after its count: err = %v, want nil", err)
+	}
+	if err := hit(context.Background(), "svc.undeclared"); err != nil {
+		t.Fatalf("an undeclared point failed: %v", err)
+	}
+}

@@ -20,8 +20,10 @@ import (
 )
 
 // FaultFunc is called at named step boundaries; a chaos controller or a test
-// wires it to crash, fail or delay. nil: no-op.
-type FaultFunc func(ctx context.Context, point string)
+// wires it to crash, fail or delay. An error fails the step: the message's
+// attempt fails as on a handler error (see inbox.Config.AfterCommit). nil:
+// no-op.
+type FaultFunc func(ctx context.Context, point string) error
 
 // Spec is what a consumer adds to the shared skeleton.
 type Spec struct {
@@ -32,7 +34,8 @@ type Spec struct {
 	// and logging fields are filled from Config.
 	Inbox inbox.Config
 	// Fault, when set, is called with AfterCommitPoint after a message's
-	// effects and inbox mark committed, before its offset is marked.
+	// effects and inbox mark committed, before its offset is marked; an
+	// error leaves the offset unmarked and the message is delivered again.
 	Fault            FaultFunc
 	AfterCommitPoint string
 	// Checks are readiness checks beside "database" and "kafka".
@@ -65,10 +68,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, spec Spec) (*Servic
 	ic.Sarama, ic.ProducerSarama = broker.Config(spec.Name), broker.ProducerConfig(spec.Name)
 	ic.Logger, ic.Registerer = log, reg
 	if spec.Fault != nil && spec.AfterCommitPoint != "" {
-		ic.AfterCommit = func(ctx context.Context, _ inbox.Message, outcome inbox.Outcome) {
-			if outcome == inbox.Processed {
-				spec.Fault(ctx, spec.AfterCommitPoint)
+		ic.AfterCommit = func(ctx context.Context, _ inbox.Message, outcome inbox.Outcome) error {
+			if outcome != inbox.Processed {
+				return nil
 			}
+			return spec.Fault(ctx, spec.AfterCommitPoint)
 		}
 	}
 	runner, err := inbox.NewRunner(pool, ic)

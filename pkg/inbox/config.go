@@ -94,9 +94,15 @@ type Config struct {
 	ProducerSarama *sarama.Config
 
 	// AfterCommit, when set, is called after a delivery's transaction committed
-	// and before its offset is marked: a named step boundary for fault
-	// injection and tests.
-	AfterCommit func(ctx context.Context, msg Message, outcome Outcome)
+	// (processed, duplicate or parked; not for a dead-lettered message) and
+	// before its offset is marked: a named step boundary for fault injection
+	// and tests. An error fails the attempt as a handler error does: the
+	// offset stays unmarked and the message is delivered again after the
+	// backoff (the inbox finds it a duplicate; with the inbox off it is
+	// applied again), counted as failed, and dead-lettered once MaxAttempts
+	// attempts have failed (a dead-letter finds an event already processed a
+	// duplicate and leaves it be).
+	AfterCommit func(ctx context.Context, msg Message, outcome Outcome) error
 
 	Logger     *slog.Logger          // default: discard
 	Registerer prometheus.Registerer // metrics; default: a private registry

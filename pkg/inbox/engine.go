@@ -28,9 +28,10 @@ type engine struct {
 	dlq  deadLetterer // nil in Redrive: failures are recorded, not published
 }
 
-// deliver processes one decoded delivery: handler failures are retried with
-// backoff up to MaxAttempts, then dead-lettered. Failures of the inbox's own
-// database work are retried until ctx ends. The only error returned is ctx's.
+// deliver processes one decoded delivery: handler failures (and AfterCommit
+// errors) are retried with backoff up to MaxAttempts, then dead-lettered.
+// Failures of the inbox's own database work are retried until ctx ends. The
+// only error returned is ctx's.
 func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
 	backoff := e.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
@@ -44,7 +45,9 @@ func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
 		})
 		if err == nil {
 			e.finish(ctx, []Message{msg}, outcomes, ready)
-			return outcomes[0], nil
+			if err = e.afterCommit(ctx, msg, outcomes[0]); err == nil {
+				return outcomes[0], nil
+			}
 		}
 		if ctx.Err() != nil {
 			return "", ctx.Err()
@@ -70,7 +73,9 @@ func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
 // trips per message. If anything in it fails, the transaction rolls back —
 // nothing of the batch is left applied — and the messages are delivered one
 // by one (deliver), so a poison message costs its batch one wasted attempt
-// and nothing else.
+// and nothing else. If AfterCommit fails for a message of a committed batch,
+// that message and those after it are delivered again one by one (the inbox
+// finds them duplicates).
 func (e *engine) deliverBatch(ctx context.Context, msgs []Message) ([]Outcome, error) {
 	var (
 		outcomes []Outcome
@@ -80,21 +85,42 @@ func (e *engine) deliverBatch(ctx context.Context, msgs []Message) ([]Outcome, e
 		outcomes, ready, err = e.step(ctx, tx, msgs)
 		return err
 	})
+	from := 0 // the first message not yet through
 	if err == nil {
 		e.finish(ctx, msgs, outcomes, ready)
-		return outcomes, nil
+		for ; from < len(msgs); from++ {
+			if err = e.afterCommit(ctx, msgs[from], outcomes[from]); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			return outcomes, nil
+		}
+	} else {
+		outcomes = make([]Outcome, len(msgs))
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	e.log.DebugContext(ctx, "batch failed; delivering its messages one by one", "size", len(msgs), "error", err)
-	outcomes = make([]Outcome, len(msgs))
-	for i, msg := range msgs {
-		if outcomes[i], err = e.deliver(ctx, msg); err != nil {
+	e.log.DebugContext(ctx, "batch failed; delivering its messages one by one", "size", len(msgs)-from, "error", err)
+	for i := from; i < len(msgs); i++ {
+		if outcomes[i], err = e.deliver(ctx, msgs[i]); err != nil {
 			return nil, err
 		}
 	}
 	return outcomes, nil
+}
+
+// afterCommit calls the AfterCommit hook of a delivery whose transaction
+// committed. Its error fails the attempt as a handler's would.
+func (e *engine) afterCommit(ctx context.Context, msg Message, outcome Outcome) error {
+	if e.cfg.AfterCommit == nil {
+		return nil
+	}
+	if err := e.cfg.AfterCommit(ctx, msg, outcome); err != nil {
+		return &handlerError{ReasonHandlerFailed, fmt.Errorf("after committing %s %s: %w", msg.Type, msg.ID, err)}
+	}
+	return nil
 }
 
 // finish counts committed deliveries and applies the parked events they

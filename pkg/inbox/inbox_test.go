@@ -3,6 +3,8 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -214,5 +216,62 @@ func TestSweepAppliesParkedEventsLeftBehind(t *testing.T) {
 	}
 	if got := f.count("SELECT count(*) FROM effects WHERE sequence = 2 AND id < (SELECT id FROM effects WHERE sequence = 3)"); got != 1 {
 		t.Error("the parked events were not applied in sequence")
+	}
+}
+
+// TestAfterCommitErrorDeliversTheMessageAgain: an AfterCommit error fails
+// the attempt after the commit, so the offset is not marked and the message
+// is delivered again: a duplicate for the inbox, applied again without it.
+func TestAfterCommitErrorDeliversTheMessageAgain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		disabled     bool
+		wantEffects  int
+		wantDups     int
+		wantOutcomes []inbox.Outcome // seen by AfterCommit for the first event
+	}{
+		{name: "inbox on", wantEffects: 1, wantDups: 1, wantOutcomes: []inbox.Outcome{inbox.Processed, inbox.Duplicate}},
+		{name: "inbox off", disabled: true, wantEffects: 2, wantOutcomes: []inbox.Outcome{inbox.Processed, inbox.Processed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			first, second := event("ord-ac1", 1, "OrderCaptured"), event("ord-ac2", 1, "OrderCaptured")
+			var (
+				mu       sync.Mutex
+				outcomes []inbox.Outcome
+				done     atomic.Bool
+			)
+			r := f.start(f.config(func(c *inbox.Config) {
+				c.Disabled = tc.disabled
+				c.AfterCommit = func(_ context.Context, msg inbox.Message, outcome inbox.Outcome) error {
+					if msg.ID == second.ID {
+						done.Store(true)
+						return nil
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					outcomes = append(outcomes, outcome)
+					if len(outcomes) == 1 {
+						return errBoom
+					}
+					return nil
+				}
+			}))
+			f.publish(first, second) // one partition: the second goes through after the first
+			testenv.Eventually(t, 60*time.Second, "the second event through", done.Load)
+			mu.Lock()
+			if !slices.Equal(outcomes, tc.wantOutcomes) {
+				t.Errorf("AfterCommit saw %v for the first event, want %v", outcomes, tc.wantOutcomes)
+			}
+			mu.Unlock()
+			if got := f.count("SELECT count(*) FROM effects WHERE event_id = $1", first.ID); got != tc.wantEffects {
+				t.Errorf("effects = %d, want %d", got, tc.wantEffects)
+			}
+			if c := r.Counts(); c.Failed != 1 || c.Duplicates != tc.wantDups || c.DeadLettered != 0 {
+				t.Errorf("failed, duplicates, dead-lettered = %d, %d, %d; want 1, %d, 0", c.Failed, c.Duplicates, c.DeadLettered, tc.wantDups)
+			}
+		})
 	}
 }

@@ -180,15 +180,12 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 			}
 		}
 		tctx, spans := r.traceProcess(ctx, batch)
-		msgs, outcomes, err := r.handle(tctx, batch)
+		outcomes, err := r.handle(tctx, batch)
 		spans.end(outcomes, err)
 		if err != nil {
 			return nil // the session is ending; the offsets stay unmarked
 		}
-		for i, km := range batch {
-			if r.cfg.AfterCommit != nil {
-				r.cfg.AfterCommit(ctx, msgs[i], outcomes[i])
-			}
+		for _, km := range batch {
 			sess.MarkMessage(km, "")
 		}
 		last := batch[len(batch)-1]
@@ -198,7 +195,7 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 
 // handle processes consecutive messages of one partition: together when
 // they all decode, one by one otherwise.
-func (r *Runner) handle(ctx context.Context, kms []*sarama.ConsumerMessage) ([]Message, []Outcome, error) {
+func (r *Runner) handle(ctx context.Context, kms []*sarama.ConsumerMessage) ([]Outcome, error) {
 	msgs := make([]Message, len(kms))
 	errs := make([]error, len(kms))
 	decoded := true
@@ -207,8 +204,7 @@ func (r *Runner) handle(ctx context.Context, kms []*sarama.ConsumerMessage) ([]M
 		decoded = decoded && errs[i] == nil
 	}
 	if decoded && len(msgs) > 1 {
-		outcomes, err := r.eng.deliverBatch(ctx, msgs)
-		return msgs, outcomes, err
+		return r.eng.deliverBatch(ctx, msgs)
 	}
 	outcomes := make([]Outcome, len(msgs))
 	for i, msg := range msgs {
@@ -220,8 +216,8 @@ func (r *Runner) handle(ctx context.Context, kms []*sarama.ConsumerMessage) ([]M
 			outcomes[i], err = r.eng.deliver(ctx, msg)
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return msgs, outcomes, nil
+	return outcomes, nil
 }

@@ -42,13 +42,14 @@ func TestEndToEndLatency(t *testing.T) {
 		Brokers: testenv.Brokers(), Topic: f.Topic, Group: "latency-" + f.Topic, DeadLetterTopic: f.DLQ,
 		Handlers: ledger.Handlers(), BatchHandler: ledger.Apply, BatchSize: 500,
 		Sarama: broker.Config("ledger"), ProducerSarama: broker.ProducerConfig("ledger"),
-		AfterCommit: func(_ context.Context, msg inbox.Message, outcome inbox.Outcome) {
+		AfterCommit: func(_ context.Context, msg inbox.Message, outcome inbox.Outcome) error {
 			if outcome == inbox.Processed {
 				now := time.Now()
 				mu.Lock()
 				applied[msg.ID.String()] = now
 				mu.Unlock()
 			}
+			return nil
 		},
 	})
 	if err != nil {

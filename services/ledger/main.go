@@ -37,7 +37,7 @@ func run(ctx context.Context, args []string) error {
 	defer stop()
 	switch {
 	case len(args) == 0 || args[0] == "serve":
-		return serve(ctx, cfg, log, chaos.Points(log, ledger.FaultAfterApplyBeforeOffsetCommit, ledger.FaultAfterApplyBeforeCommit))
+		return serve(ctx, cfg, log, chaos.Points(ledger.FaultAfterApplyBeforeOffsetCommit, ledger.FaultAfterApplyBeforeCommit))
 	case args[0] == "redrive" && len(args) == 2:
 		return redrive(ctx, cfg, log, args[1])
 	}
@@ -65,14 +65,15 @@ func open(ctx context.Context, cfg config, log *slog.Logger, fault consumersvc.F
 }
 
 // applyWithFault is ledger.Apply followed by the fault point between a
-// batch's writes and its commit.
+// batch's writes and its commit; the point's error fails the batch, which is
+// rolled back and retried.
 func applyWithFault(fault consumersvc.FaultFunc) inbox.BatchHandler {
 	return func(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) error {
 		if err := ledger.Apply(ctx, tx, msgs); err != nil {
 			return err
 		}
 		if fault != nil {
-			fault(ctx, ledger.FaultAfterApplyBeforeCommit)
+			return fault(ctx, ledger.FaultAfterApplyBeforeCommit)
 		}
 		return nil
 	}

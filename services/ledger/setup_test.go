@@ -54,7 +54,13 @@ func (f *fixture) start(cfg config) (*consumersvc.Service, string) {
 // startWithAdmin is start that also returns the admin listener's base URL.
 func (f *fixture) startWithAdmin(cfg config) (*consumersvc.Service, string, string) {
 	f.T.Helper()
-	a, err := open(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+	return f.startWithFault(cfg, nil)
+}
+
+// startWithFault is startWithAdmin with the fault points wired to fault.
+func (f *fixture) startWithFault(cfg config, fault consumersvc.FaultFunc) (*consumersvc.Service, string, string) {
+	f.T.Helper()
+	a, err := open(context.Background(), cfg, slog.New(slog.DiscardHandler), fault)
 	if err != nil {
 		f.T.Fatal(err)
 	}

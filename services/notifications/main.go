@@ -25,7 +25,11 @@ import (
 )
 
 // FaultAfterMarkBeforeOffsetCommit is the step boundary after the receipt's
-// record and the inbox mark committed, before the Kafka offset is marked.
+// record and the inbox mark committed, before the Kafka offset is marked. A
+// crash here makes Kafka re-deliver the event; an error leaves the offset
+// unmarked and the event is delivered again after the retry backoff, a
+// failed attempt like a handler error. Either way the inbox skips it (no
+// second email); with the inbox off the receipt is sent again.
 const FaultAfterMarkBeforeOffsetCommit = "notifications.after_mark_before_offset_commit"
 
 func main() { consumersvc.Main("notifications", run) }
@@ -42,7 +46,7 @@ func run(ctx context.Context, args []string) error {
 	defer stop()
 	switch {
 	case len(args) == 0 || args[0] == "serve":
-		return serve(ctx, cfg, log, chaos.Points(log, FaultAfterMarkBeforeOffsetCommit, receipt.FaultAfterSendBeforeMark))
+		return serve(ctx, cfg, log, chaos.Points(FaultAfterMarkBeforeOffsetCommit, receipt.FaultAfterSendBeforeMark))
 	case args[0] == "redrive" && len(args) == 2:
 		return redrive(ctx, cfg, log, args[1])
 	}

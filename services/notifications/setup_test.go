@@ -33,7 +33,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	return &fixture{consumertest.NewFixture(t, "notifications", 3), testenv.StartMailpit(t)}
+	return newFixtureWithPartitions(t, 3)
+}
+
+func newFixtureWithPartitions(t *testing.T, partitions int32) *fixture {
+	t.Helper()
+	return &fixture{consumertest.NewFixture(t, "notifications", partitions), testenv.StartMailpit(t)}
 }
 
 func (f *fixture) config(inboxEnabled bool) config {
@@ -46,7 +51,13 @@ func (f *fixture) config(inboxEnabled bool) config {
 // start runs the service in this process until the test ends.
 func (f *fixture) start(cfg config) *consumersvc.Service {
 	f.T.Helper()
-	a, err := open(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+	return f.startWithFault(cfg, nil)
+}
+
+// startWithFault is start with the fault points wired to fault.
+func (f *fixture) startWithFault(cfg config, fault consumersvc.FaultFunc) *consumersvc.Service {
+	f.T.Helper()
+	a, err := open(context.Background(), cfg, slog.New(slog.DiscardHandler), fault)
 	if err != nil {
 		f.T.Fatal(err)
 	}

@@ -61,10 +61,11 @@ func Main(m *testing.M, serve func(ctx context.Context, fault consumersvc.FaultF
 	}
 	ctx, stop := consumersvc.SignalContext()
 	crashAt := os.Getenv(crashAtVar)
-	err := serve(ctx, func(_ context.Context, point string) {
+	err := serve(ctx, func(_ context.Context, point string) error {
 		if point == crashAt {
 			os.Exit(CrashCode)
 		}
+		return nil
 	})
 	stop()
 	if err != nil {

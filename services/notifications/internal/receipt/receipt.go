@@ -33,7 +33,10 @@ const (
 
 // FaultAfterSendBeforeMark is the step boundary between the SMTP server
 // accepting a receipt and the transaction that records it (and marks the
-// event processed) committing.
+// event processed) committing. A crash or an error here rolls the
+// transaction back and the event is delivered again (an error is a failed
+// attempt, retried then dead-lettered like any handler error): the receipt
+// is sent again, with the same Message-ID.
 const FaultAfterSendBeforeMark = "notifications.after_send_before_mark"
 
 // RecipientDomain is where customers' receipts go: paylab's events carry a
@@ -54,8 +57,9 @@ type Sender interface {
 type Notifier struct {
 	Sender Sender
 	From   string
-	// Fault, when set, is called at named fault points (FaultAfterSendBeforeMark).
-	Fault func(ctx context.Context, point string)
+	// Fault, when set, is called at named fault points (FaultAfterSendBeforeMark);
+	// its error fails the handler.
+	Fault func(ctx context.Context, point string) error
 }
 
 // Handlers returns the inbox handlers of the notifications service.
@@ -135,7 +139,9 @@ func (n *Notifier) send(ctx context.Context, tx pgx.Tx, msg inbox.Message, kind,
 		return fmt.Errorf("sending %s for order %s: %w", kind, orderID, err)
 	}
 	if n.Fault != nil {
-		n.Fault(ctx, FaultAfterSendBeforeMark)
+		if err := n.Fault(ctx, FaultAfterSendBeforeMark); err != nil {
+			return fmt.Errorf("after sending %s for order %s: %w", kind, orderID, err)
+		}
 	}
 	if err := notifydb.New(tx).RecordSent(ctx, notifydb.RecordSentParams{
 		EventID: msg.ID, OrderID: orderID, Kind: kind, CustomerID: customer, Recipient: to,
