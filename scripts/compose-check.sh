@@ -47,8 +47,10 @@ cleanup() {
   if [ "$rc" -ne 0 ]; then
     step "failed (exit $rc): the containers, and the logs of those not healthy"
     dc ps -a || true
-    for c in $(dc ps -a --format '{{.Name}} {{.Health}} {{.State}}' 2>/dev/null |
-      awk '$2 != "healthy" && !($2 == "" && $3 == "running") {print $1}'); do
+    # every container that ran and is not fine: unhealthy, still starting,
+    # or exited with an error (not init's exit 0, not one never started)
+    for c in $(dc ps -a --format '{{.Name}}|{{.Health}}|{{.State}}|{{.ExitCode}}' 2>/dev/null |
+      awk -F'|' '$3 != "created" && $2 != "healthy" && !($2 == "" && $3 == "running") && !($3 == "exited" && $4 == 0) {print $1}'); do
       echo "--- $c"; docker logs --tail 40 "$c" 2>&1 || true
     done
   fi
@@ -66,12 +68,21 @@ trap 'exit 130' INT TERM
 step "project $COMPOSE_PROJECT_NAME, files ${COMPOSE_FILE:-docker-compose.yml}; $(docker compose version)"
 dc down -v --remove-orphans >/dev/null 2>&1 || true # what an interrupted run left behind
 
+# The host ports the deployment publishes must be free: say which are not
+# before compose fails on the first.
+busy=""
+for p in $(docker compose config --format json | jq -r '.services[].ports[]?.published' | sort -un); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then busy="$busy $p"; fi
+done
+[ -z "$busy" ] || fail "host ports in use:$busy; publish them elsewhere with an override file in COMPOSE_FILE" \
+  "(docker-compose.yml:ports-override.yml, its services' ports: !override)"
+
 step "docker compose build"
 docker compose build
 
 step "docker compose up -d --wait"
 docker compose up -d --wait --wait-timeout "$wait_s"
-docker compose ps --format 'table {{.Name}}\t{{.State}}\t{{.Health}}'
+docker compose ps -a --format 'table {{.Name}}\t{{.Status}}'
 
 # published HOST:PORT of a service's container port, as localhost
 published() {
@@ -129,7 +140,7 @@ echo "  Mailpit: ${receipts:-0} receipts"
 
 step "docker compose up -d --wait --scale relay=3"
 docker compose up -d --wait --wait-timeout "$wait_s" --scale relay=3
-docker compose ps relay --format 'table {{.Name}}\t{{.State}}\t{{.Health}}'
+docker compose ps relay --format 'table {{.Name}}\t{{.Status}}'
 relays=$(docker compose ps relay --format '{{.Health}}' | grep -c '^healthy$' || true)
 [ "$relays" = 3 ] || fail "$relays healthy relays after --scale relay=3, want 3"
 
@@ -149,5 +160,8 @@ fi
 relays=$(docker compose ps relay --format '{{.Health}}' | grep -c '^healthy$' || true)
 [ "$relays" = 3 ] || fail "$relays healthy relays after the chaos run, want 3"
 rm -f "$log"
+echo "what the chaos service killed, brought back by the restart policy:"
+docker inspect -f '  {{.Name}} restarts={{.RestartCount}} {{.State.Status}} {{.State.Health.Status}}' \
+  $(docker compose ps -q orders relay ledger notifications)
 
 step "compose-check: OK"
