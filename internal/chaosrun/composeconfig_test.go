@@ -31,7 +31,7 @@ func TestLoadComposeConfig(t *testing.T) {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	cfg, err = LoadComposeConfig(map[string]string{
-		"CHAOS_RELAY_ADMIN_URLS": "http://paylab-relay-1:9081,http://paylab-relay-2:9081",
+		"CHAOS_RELAY_ADMIN_URLS": "http://10.0.0.5:9081,http://10.0.0.6:9081",
 		"INBOX_ENABLED":          "false",
 		"LEDGER_DATABASE_URL":    "postgres://ledger:x@postgres:5432/ledger",
 	})
