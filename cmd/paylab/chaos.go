@@ -146,10 +146,21 @@ func composeTarget(ctx context.Context, envFile string, required bool, out io.Wr
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "chaos: against the docker compose deployment at %s (OUTBOX_MODE=%s, INBOX_ENABLED=%t, %d relay admin URLs), one scenario at a time\n",
-		cfg.APIURL, cfg.OutboxMode, cfg.InboxEnabled, len(cfg.RelayAdminURLs))
+	relays := fmt.Sprintf("%d relay admin URLs", len(cfg.RelayAdminURLs))
+	if cfg.RelayDiscover != "" {
+		relays = "relays found at " + cfg.RelayDiscover
+	}
+	fmt.Fprintf(out, "chaos: against the docker compose deployment at %s (OUTBOX_MODE=%s, INBOX_ENABLED=%t, %s), one scenario at a time\n",
+		cfg.APIURL, cfg.OutboxMode, cfg.InboxEnabled, relays)
 	c := chaosrun.NewCompose(cfg)
-	return c, c.Check(ctx)
+	if err := c.Check(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.RelayDiscover != "" {
+		urls := c.RelayAdminURLs()
+		fmt.Fprintf(out, "chaos: %d relays at %s: %s (found again before each scenario)\n", len(urls), cfg.RelayDiscover, strings.Join(urls, " "))
+	}
+	return c, nil
 }
 
 // isSet reports whether the flag called name was given.

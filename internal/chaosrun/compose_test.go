@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"os/exec"
 	"strings"
 	"testing"
@@ -87,7 +88,7 @@ func standIn(t *testing.T, ctx context.Context) (*Deployment, map[string]string)
 // their chaos controls, the restart policy brings them back, and each
 // scenario is judged on what it added to the deployment's history.
 func TestComposeTargetRunsScenariosOverTheAdminAPIs(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	d, settings := standIn(t, ctx)
 	cfg, err := LoadComposeConfig(settings)
@@ -145,6 +146,38 @@ func TestComposeTargetRunsScenariosOverTheAdminAPIs(t *testing.T) {
 				t.Errorf("%s was never restarted", p.Name)
 			}
 		}
+	}
+	// Found by name instead of listed: CHAOS_RELAY_DISCOVER, resolved by the
+	// real resolver, reaches the first relay (localhost is 127.0.0.1, the
+	// only address the stand-in's relays listen on, one port each).
+	_, relayPort, err := net.SplitHostPort(strings.TrimPrefix(d.Relays[0].Admin, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(settings, "CHAOS_RELAY_ADMIN_URLS")
+	settings["CHAOS_RELAY_DISCOVER"] = "localhost:" + relayPort
+	cfg, err = LoadComposeConfig(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	discovering := NewCompose(cfg)
+	if err := discovering.Check(ctx); err != nil || len(discovering.RelayAdminURLs()) != 1 ||
+		discovering.RelayAdminURLs()[0] != d.Relays[0].Admin {
+		t.Fatalf("CHAOS_RELAY_DISCOVER=%s: Check = %v, relays %v; want [%s]", settings["CHAOS_RELAY_DISCOVER"], err,
+			discovering.RelayAdminURLs(), d.Relays[0].Admin)
+	}
+	relayScenarios, err := Select([]string{"relay-crash-after-publish", "relay-killed-holding-leases"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range Run(ctx, discovering, relayScenarios, Sizes{Payments: 100, Rate: 100, Crashes: 1, Settle: time.Minute}, 3, &log) {
+		byName[r.Scenario+" (discovered)"] = r
+	}
+	if r := byName["relay-crash-after-publish (discovered)"]; !r.Pass || !strings.Contains(r.Note, "relay-0 crashed 1×") {
+		t.Errorf("relay-crash-after-publish on the discovered relay: %s %s %s %s", r.verdict(), r.Note, r.Skipped, r.Error)
+	}
+	if r := byName["relay-killed-holding-leases (discovered)"]; !strings.Contains(r.Skipped, "drives 2 relays, 1 found at CHAOS_RELAY_DISCOVER=localhost:"+relayPort) {
+		t.Errorf("relay-killed-holding-leases with one relay found: skipped %q (%s)", r.Skipped, r.verdict())
 	}
 	for name, want := range map[string]string{
 		"naive-crash-after-commit":            "needs OUTBOX_MODE=naive",

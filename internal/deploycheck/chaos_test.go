@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,9 +33,9 @@ func port(t *testing.T, svc types.ServiceConfig, key string) uint32 {
 }
 
 // The chaos service reaches every process where the compose file makes it
-// listen — each relay replica by its container name — and reconciles the
-// databases and topic the services use, with the token and settings they
-// were given, whatever .env sets.
+// listen — the relays by their service name, which resolves to every
+// replica — and reconciles the databases and topic the services use, with
+// the token and settings they were given, whatever .env sets.
 func TestComposeChaosReachesTheDeployment(t *testing.T) {
 	t.Parallel()
 	for _, dotEnv := range [][]string{nil, {
@@ -42,14 +45,10 @@ func TestComposeChaosReachesTheDeployment(t *testing.T) {
 		project := loadCompose(t, dotEnv...)
 		s := project.Services
 		orders, relay, ledger, notifications, chaos := s["orders"], s["relay"], s["ledger"], s["notifications"], s["chaos"]
-		var relays []string
-		for i := 1; i <= *relay.Deploy.Replicas; i++ {
-			relays = append(relays, fmt.Sprintf("http://%s-relay-%d:%d", project.Name, i, port(t, relay, "ADMIN_ADDR")))
-		}
 		want := map[string]string{
 			"CHAOS_API_URL":                 fmt.Sprintf("http://orders:%d", port(t, orders, "HTTP_ADDR")),
 			"CHAOS_ORDERS_ADMIN_URL":        fmt.Sprintf("http://orders:%d", port(t, orders, "ADMIN_ADDR")),
-			"CHAOS_RELAY_ADMIN_URLS":        strings.Join(relays, ","),
+			"CHAOS_RELAY_DISCOVER":          fmt.Sprintf("%s:%d", relay.Name, port(t, relay, "ADMIN_ADDR")),
 			"CHAOS_LEDGER_ADMIN_URL":        fmt.Sprintf("http://ledger:%d", port(t, ledger, "ADMIN_ADDR")),
 			"CHAOS_NOTIFICATIONS_ADMIN_URL": fmt.Sprintf("http://notifications:%d", port(t, notifications, "ADMIN_ADDR")),
 			"ORDERS_DATABASE_URL":           env(orders, "DATABASE_URL"),
@@ -64,6 +63,18 @@ func TestComposeChaosReachesTheDeployment(t *testing.T) {
 			if got := env(chaos, key); got != w || w == "" {
 				t.Errorf("%v: chaos sets %s=%q, want %q", dotEnv, key, got, w)
 			}
+		}
+		if _, ok := chaos.Environment["CHAOS_RELAY_ADMIN_URLS"]; ok {
+			t.Errorf("%v: chaos sets CHAOS_RELAY_ADMIN_URLS: relay containers have no fixed name; CHAOS_RELAY_DISCOVER finds them", dotEnv)
+		}
+		environ := map[string]string{}
+		for k, v := range chaos.Environment {
+			if v != nil {
+				environ[k] = *v
+			}
+		}
+		if _, err := chaosrun.LoadComposeConfig(environ); err != nil {
+			t.Errorf("%v: the chaos service's settings do not validate: %v", dotEnv, err)
 		}
 		for _, svc := range []types.ServiceConfig{relay, ledger, notifications} {
 			if env(svc, "CHAOS_TOKEN") != want["CHAOS_TOKEN"] || env(svc, "KAFKA_BROKERS") != want["KAFKA_BROKERS"] {
@@ -159,5 +170,37 @@ func TestChaosDefaultsMatchCompose(t *testing.T) {
 	if cfg.Topic != orders["ORDERS_TOPIC"] || err != nil || cfg.LeaseTTL != ttl {
 		t.Errorf("topic %q and lease TTL %s defaults differ from the services' %q and %q",
 			cfg.Topic, cfg.LeaseTTL, orders["ORDERS_TOPIC"], orders["RELAY_LEASE_TTL"])
+	}
+}
+
+// Nothing names a relay container: their names carry the project name (-p,
+// COMPOSE_PROJECT_NAME) and a replica number, so a fixed name would miss a
+// renamed project and every relay past the second after --scale relay=3.
+func TestComposeNamesNoRelayContainer(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`[A-Za-z0-9_.}-]+-relay-[0-9]+`).Find(src); m != nil {
+		t.Errorf("docker-compose.yml names a relay container: %s", m)
+	}
+	if strings.Contains(string(src), "paylab-relay-") {
+		t.Error("docker-compose.yml names a relay container (paylab-relay-)")
+	}
+	project := loadCompose(t)
+	if relay := project.Services["relay"]; relay.ContainerName != "" {
+		t.Errorf("relay: container_name %q; a scaled service cannot have one", relay.ContainerName)
+	}
+	// The chaos service is configured the same whatever the project is
+	// called.
+	renamed := loadCompose(t, "COMPOSE_PROJECT_NAME=elsewhere")
+	if renamed.Name != "elsewhere" {
+		t.Fatalf("COMPOSE_PROJECT_NAME not honoured: project %q", renamed.Name)
+	}
+	for key, v := range project.Services["chaos"].Environment {
+		if w := renamed.Services["chaos"].Environment[key]; v == nil || w == nil || *v != *w {
+			t.Errorf("chaos: %s differs between projects paylab and elsewhere", key)
+		}
 	}
 }
