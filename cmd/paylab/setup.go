@@ -8,8 +8,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/caarlos0/env/v11"
 
-	"github.com/paylab/paylab/internal/broker"
-	"github.com/paylab/paylab/internal/migrate"
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/platform/migrate"
 )
 
 // setupConfig is the configuration of migrate, topics and init.

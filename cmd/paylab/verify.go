@@ -13,8 +13,8 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
-	"github.com/paylab/paylab/internal/broker"
-	"github.com/paylab/paylab/internal/reconcile"
+	"github.com/paylab/paylab/internal/lab/reconcile"
+	"github.com/paylab/paylab/internal/platform/broker"
 )
 
 // errViolations makes paylab exit non-zero after printing its report.

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/paylab/paylab/internal/consumersvc"
+	"github.com/paylab/paylab/internal/platform/consumersvc"
 )
 
 // config is the ledger's configuration, from environment variables: the

@@ -4,8 +4,8 @@ import (
 	"net"
 	"testing"
 
-	"github.com/paylab/paylab/internal/consumersvc/consumertest"
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/testkit/consumertest"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 )
 
 // startChild runs this test binary as a notifications process (see TestMain).

@@ -6,7 +6,7 @@ import (
 	"net/mail"
 	"time"
 
-	"github.com/paylab/paylab/internal/consumersvc"
+	"github.com/paylab/paylab/internal/platform/consumersvc"
 )
 
 // config is the notifications service's configuration, from environment

@@ -19,7 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/paylab/paylab/internal/telemetry"
+	"github.com/paylab/paylab/internal/platform/telemetry"
 	"github.com/paylab/paylab/services/orders/internal/apiserver"
 	"github.com/paylab/paylab/services/orders/internal/config"
 	"github.com/paylab/paylab/services/orders/internal/logctx"

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/paylab/paylab/internal/loadgen"
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/lab/loadgen"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/rawcapture"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/caarlos0/env/v11"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 )
 

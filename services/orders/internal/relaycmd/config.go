@@ -11,7 +11,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
-	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 

@@ -43,9 +43,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/paylab/paylab/internal/admin"
-	"github.com/paylab/paylab/internal/broker"
-	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/platform/admin"
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/platform/chaos"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
