@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/internal/lab/loadgen"
-	"github.com/paylab/paylab/services/orders/rawcapture"
 )
 
 // CaptureResult is one concurrency level of B1 or S1.
@@ -35,9 +34,10 @@ func captureResult(c int, l loop) (CaptureResult, error) {
 	return r, nil
 }
 
-// rawCaptures is B1: the SQL of POST /v1/payments (package rawcapture: the
-// same sqlc queries, one transaction) from a plain pgx pool with as many
-// connections as workers, closed loop, at each concurrency.
+// rawCaptures is B1: the SQL of POST /v1/payments (rawCapture, the raw
+// baseline in rawcapture.go: the same statements, one transaction) from a
+// plain pgx pool with as many connections as workers, closed loop, at each
+// concurrency.
 func rawCaptures(ctx context.Context, e *env, s Sizes) ([]CaptureResult, error) {
 	var out []CaptureResult
 	for _, c := range s.Concurrency {
@@ -56,7 +56,7 @@ func rawCaptures(ctx context.Context, e *env, s Sizes) ([]CaptureResult, error) 
 		}
 		next := generators(c)
 		l := closedLoop(ctx, c, s.Warmup, s.CaptureDuration, s.MinOps, func(ctx context.Context, w, n int) error {
-			return rawcapture.Capture(ctx, pool, "order-events", fmt.Sprintf("b1-%d-%d", w, n), next[w]())
+			return rawCapture(ctx, pool, "order-events", fmt.Sprintf("b1-%d-%d", w, n), next[w]())
 		})
 		pool.Close()
 		r, err := captureResult(c, l)

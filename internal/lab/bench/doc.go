@@ -2,7 +2,7 @@
 // paylab against a raw baseline on the same stack, in one run, and reports
 // ratios, which travel between machines better than absolute figures.
 //
-//	B1 raw capture   the capture's SQL (services/orders/rawcapture) from a plain pgx pool
+//	B1 raw capture   the capture's SQL (rawcapture.go) from a plain pgx pool
 //	S1 HTTP capture  POST /v1/payments through the orders binary; S1/B1 ≥ 0.75 at concurrency 32
 //	B2 raw produce   a sarama producer with the relay's settings and messages
 //	S2 relay drain   a 100 000-event backlog drained by 1 and by 3 relays; S2/B2 ≥ 0.5,

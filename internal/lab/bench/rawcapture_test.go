@@ -1,4 +1,4 @@
-package rawcapture_test
+package bench
 
 import (
 	"encoding/json"
@@ -6,19 +6,18 @@ import (
 
 	"github.com/paylab/paylab/internal/lab/loadgen"
 	"github.com/paylab/paylab/internal/testkit/testenv"
-	"github.com/paylab/paylab/services/orders/rawcapture"
 )
 
-// One capture writes what the API writes: a captured order, its
+// One raw capture writes what the API writes: a captured order, its
 // OrderCaptured outbox row, and the idempotency key; the same key again
 // writes nothing.
-func TestCaptureWritesOrderEventAndKeyOnce(t *testing.T) {
+func TestRawCaptureWritesOrderEventAndKeyOnce(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.NewPool(t, "orders")
 	ctx := testenv.Context(t)
 	p := loadgen.Payment{CustomerID: "cus_1", MerchantID: "mer_2", Amount: 1999, Currency: "EUR"}
 	for range 2 {
-		if err := rawcapture.Capture(ctx, pool, "order-events", "key-1", p); err != nil {
+		if err := rawCapture(ctx, pool, "order-events", "key-1", p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -28,14 +27,15 @@ func TestCaptureWritesOrderEventAndKeyOnce(t *testing.T) {
 		payload              []byte
 	)
 	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM outbox),
-		(SELECT count(*) FROM idempotency_keys WHERE scope = $1 AND key = 'key-1')`, rawcapture.Scope).Scan(&orders, &events, &keys); err != nil {
+		(SELECT count(*) FROM idempotency_keys WHERE scope = $1 AND key = 'key-1')`, rawScope).Scan(&orders, &events, &keys); err != nil {
 		t.Fatal(err)
 	}
 	if orders != 1 || events != 1 || keys != 1 {
 		t.Fatalf("orders %d, outbox rows %d, keys %d; want 1, 1, 1", orders, events, keys)
 	}
 	if err := pool.QueryRow(ctx, `SELECT o.status, o.id::text, x.payload FROM orders o
-		JOIN outbox x ON x.aggregate_id = o.id::text AND x.event_type = 'OrderCaptured' AND x.topic = 'order-events'`).
+		JOIN outbox x ON x.aggregate_id = o.id::text AND x.aggregate_type = 'order'
+		 AND x.event_type = 'OrderCaptured' AND x.topic = 'order-events' AND x.sequence = 1`).
 		Scan(&status, &orderID, &payload); err != nil {
 		t.Fatal(err)
 	}
