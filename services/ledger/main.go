@@ -18,12 +18,13 @@ import (
 
 	"github.com/paylab/paylab/internal/platform/chaos"
 	"github.com/paylab/paylab/internal/platform/consumersvc"
+	"github.com/paylab/paylab/internal/platform/process"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/services/ledger/internal/ledger"
 	"github.com/paylab/paylab/services/ledger/internal/ledgerhttp"
 )
 
-func main() { consumersvc.Main("ledger", run) }
+func main() { process.Main("ledger", "", run) }
 
 func run(ctx context.Context, args []string) error {
 	cfg, err := loadConfig()

@@ -3,13 +3,13 @@ package supervise_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/supervise"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 )
 
 // TestMain doubles as the supervised program: with SUPERVISE_TEST_ADDR set it
@@ -23,19 +23,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func TestKillAndRestart(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
+	addr := testenv.ClosedAddr(t)
 	p := &supervise.Process{
 		Name: "child", Path: os.Args[0], Args: []string{"-test.run=^$"},
 		Env:      []string{"SUPERVISE_TEST_ADDR=" + addr},

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,24 +12,6 @@ import (
 	"github.com/paylab/paylab/internal/platform/telemetry"
 	"github.com/paylab/paylab/pkg/inbox"
 )
-
-// Main runs a consumer binary's run function with a context cancelled by
-// SIGINT or SIGTERM, and exits non-zero with the error named after the
-// binary.
-func Main(name string, run func(ctx context.Context, args []string) error) {
-	ctx, stop := SignalContext()
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		os.Exit(1)
-	}
-}
-
-// SignalContext is cancelled by SIGINT or SIGTERM.
-func SignalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
 
 // Setup returns the process's JSON logger, every line tagged with the
 // service, and starts tracing (exported over OTLP/HTTP when

@@ -11,16 +11,16 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
 	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/platform/envconfig"
 )
 
 // Config is the configuration every consumer reads from the environment. A
-// service embeds it in its own config struct; DATABASE_URL, CONSUMER_GROUP
-// and ADMIN_ADDR default per service (see Defaults).
+// service embeds it in its own config struct and reads that with
+// envconfig.Load from Defaults; DATABASE_URL, CONSUMER_GROUP and ADMIN_ADDR
+// default per service.
 type Config struct {
-	DatabaseURL     string `env:"DATABASE_URL"`
+	DatabaseURL     string `env:"DATABASE_URL" redact:"password"`
 	KafkaBrokers    string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
 	OrdersTopic     string `env:"ORDERS_TOPIC" envDefault:"order-events"`
 	DeadLetterTopic string `env:"DEAD_LETTER_TOPIC" envDefault:"order-events.dlq"`
@@ -37,7 +37,7 @@ type Config struct {
 	// ChaosEnabled mounts the fault-injection controls (/chaos/…) on the
 	// admin listener, guarded by the bearer token ChaosToken.
 	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
-	ChaosToken   string `env:"CHAOS_TOKEN"`
+	ChaosToken   string `env:"CHAOS_TOKEN" redact:"value"`
 }
 
 // Defaults is the configuration of the consumer named service before the
@@ -51,15 +51,9 @@ func Defaults(service, adminAddr string) Config {
 	}
 }
 
-// Load fills cfg, a pointer to a struct that embeds Config, from the
-// environment. A field whose variable is unset and has no envDefault keeps
-// the value cfg held (see Defaults).
-func Load(cfg any) error {
-	if err := env.Parse(cfg); err != nil {
-		return fmt.Errorf("configuration: %w", err)
-	}
-	return nil
-}
+// LogValue logs the configuration with the database password and the
+// chaos token masked.
+func (c Config) LogValue() slog.Value { return envconfig.LogValue(c) }
 
 // Validate checks the shared settings and names the variable at fault.
 func (c Config) Validate() error {

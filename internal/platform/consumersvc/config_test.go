@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paylab/paylab/internal/platform/envconfig"
 )
 
 func TestValidateNamesTheVariable(t *testing.T) {
@@ -43,8 +45,8 @@ func TestLoadKeepsServiceDefaults(t *testing.T) {
 		Config
 		Extra string `env:"PAYLAB_TEST_EXTRA" envDefault:"x"`
 	}
-	cfg := svc{Config: Defaults("ledger", "127.0.0.1:9082")}
-	if err := Load(&cfg); err != nil {
+	cfg, err := envconfig.Load(nil, svc{Config: Defaults("ledger", "127.0.0.1:9082")}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.ConsumerGroup != "custom" {

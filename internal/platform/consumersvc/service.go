@@ -7,15 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/paylab/paylab/internal/platform/admin"
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/platform/process"
 	"github.com/paylab/paylab/pkg/inbox"
 )
 
@@ -144,32 +143,20 @@ func (s *Service) Run(ctx context.Context, adminLn net.Listener, extra ...Server
 	if err := chaos.Mount(adminRoutes, chaos.Default, s.Config.ChaosEnabled, s.Config.ChaosToken); err != nil {
 		return err
 	}
-	all := append([]Server{{Handler: adminRoutes, Listener: adminLn}}, extra...)
 	attrs := []any{"admin_addr", adminLn.Addr().String(), "topic", s.Config.OrdersTopic,
 		"group", s.Config.ConsumerGroup, "inbox_enabled", s.Config.InboxEnabled}
 	for _, e := range extra {
 		attrs = append(attrs, "http_addr", e.Listener.Addr().String())
 	}
-	s.Log.InfoContext(ctx, s.Spec.Name+" starting", attrs...)
+	s.Log.InfoContext(ctx, s.Spec.Name+" starting", append(attrs, "config", s.Config)...)
 
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.Runner.Run(ctx) })
-	for _, sv := range all {
-		srv := admin.Server("", sv.Handler)
-		g.Go(func() error {
-			if err := srv.Serve(sv.Listener); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			return srv.Shutdown(sctx)
-		})
+	// The extra (public) listeners shut down before the admin listener,
+	// which keeps answering probes meanwhile.
+	var g process.Group
+	for _, e := range extra {
+		g.Serve("the "+e.Listener.Addr().String()+" listener", admin.Server("", e.Handler), e.Listener)
 	}
-	err := g.Wait()
-	s.Log.Info(s.Spec.Name+" stopped", "error", err)
-	return err
+	g.Serve("the admin listener", admin.Server("", adminRoutes), adminLn)
+	g.Go(s.Runner.Run)
+	return g.Run(ctx, s.Log)
 }

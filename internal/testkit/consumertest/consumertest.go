@@ -20,6 +20,7 @@ import (
 
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/consumersvc"
+	"github.com/paylab/paylab/internal/platform/process"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 )
@@ -59,7 +60,7 @@ func Main(m *testing.M, serve func(ctx context.Context, fault consumersvc.FaultF
 		)
 		return
 	}
-	ctx, stop := consumersvc.SignalContext()
+	ctx, stop := process.SignalContext()
 	crashAt := os.Getenv(crashAtVar)
 	err := serve(ctx, func(_ context.Context, point string) error {
 		if point == crashAt {
