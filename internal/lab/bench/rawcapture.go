@@ -31,47 +31,24 @@ const (
 	// rawScope is the idempotency scope of POST /v1/payments.
 	rawScope = "POST /v1/payments"
 
-	rawLockKey   = `SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2::text, 0))`
-	rawGetKey    = `SELECT response_status FROM idempotency_keys WHERE scope = $1 AND key = $2`
-	rawNewOrder  = `INSERT INTO orders (id, customer_id, merchant_id, amount, currency, status) VALUES ($1, $2, $3, $4, $5, 'authorized')`
+	rawLockKey  = `SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2::text, 0))`
+	rawGetKey   = `SELECT response_status FROM idempotency_keys WHERE scope = $1 AND key = $2`
+	rawNewOrder = `INSERT INTO orders (id, customer_id, merchant_id, amount, currency, status) VALUES ($1, $2, $3, $4, $5, 'authorized')`
+	// rawCaptureIt captures the order and returns what the API builds in Go
+	// from the row: the OrderCaptured payload (docs/events.md) and the order
+	// for the idempotency key's stored response.
 	rawCaptureIt = `UPDATE orders
 SET status = 'captured', captured_amount = amount, event_seq = event_seq + 1, version = version + 1, updated_at = now()
 WHERE id = $1 AND status = 'authorized'
-RETURNING status, captured_amount, refunded_amount, event_seq, version, created_at, updated_at`
+RETURNING event_seq, updated_at,
+  json_build_object('schema_version', 1, 'sequence', event_seq, 'order_id', id, 'customer_id', customer_id,
+    'merchant_id', merchant_id, 'amount', captured_amount, 'currency', currency, 'captured_at', updated_at),
+  to_jsonb(orders.*)`
 	rawInsertKey = `INSERT INTO idempotency_keys (scope, key, request_hash, response_status, response_body) VALUES ($1, $2, $3, $4, $5)`
 )
 
 // errRawKeyInFlight: another transaction holds the idempotency key.
 var errRawKeyInFlight = errors.New("idempotency key in flight")
-
-// rawOrder is the captured order as the baseline stores it in the
-// idempotency key's response, and its OrderCaptured event's payload.
-type rawOrder struct {
-	ID             uuid.UUID `json:"id"`
-	CustomerID     string    `json:"customer_id"`
-	MerchantID     string    `json:"merchant_id"`
-	Amount         int64     `json:"amount"`
-	Currency       string    `json:"currency"`
-	Status         string    `json:"status"`
-	CapturedAmount int64     `json:"captured_amount"`
-	RefundedAmount int64     `json:"refunded_amount"`
-	EventSeq       int64     `json:"-"`
-	Version        int64     `json:"version"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
-}
-
-// rawCaptured is the OrderCaptured payload (docs/events.md).
-type rawCaptured struct {
-	SchemaVersion int       `json:"schema_version"`
-	Sequence      int64     `json:"sequence"`
-	OrderID       string    `json:"order_id"`
-	CustomerID    string    `json:"customer_id"`
-	MerchantID    string    `json:"merchant_id"`
-	Amount        int64     `json:"amount"`
-	Currency      string    `json:"currency"`
-	CapturedAt    time.Time `json:"captured_at"`
-}
 
 // rawCapture places payment p under idempotency key and captures it, with
 // its OrderCaptured event for topic, in one transaction on pool: lock the
@@ -98,28 +75,22 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, topic, key string, p lo
 		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("reading idempotency key: %w", err)
 		}
-		o := rawOrder{ID: uuid.Must(uuid.NewV7()), CustomerID: p.CustomerID, MerchantID: p.MerchantID, Amount: p.Amount, Currency: p.Currency}
-		if _, err := tx.Exec(ctx, rawNewOrder, o.ID, o.CustomerID, o.MerchantID, o.Amount, o.Currency); err != nil {
+		id := uuid.Must(uuid.NewV7())
+		if _, err := tx.Exec(ctx, rawNewOrder, id, p.CustomerID, p.MerchantID, p.Amount, p.Currency); err != nil {
 			return fmt.Errorf("creating order: %w", err)
 		}
-		if err := tx.QueryRow(ctx, rawCaptureIt, o.ID).Scan(&o.Status, &o.CapturedAmount, &o.RefundedAmount,
-			&o.EventSeq, &o.Version, &o.CreatedAt, &o.UpdatedAt); err != nil {
-			return fmt.Errorf("capturing order %s: %w", o.ID, err)
-		}
-		payload, err := json.Marshal(rawCaptured{SchemaVersion: 1, Sequence: o.EventSeq, OrderID: o.ID.String(),
-			CustomerID: o.CustomerID, MerchantID: o.MerchantID, Amount: o.CapturedAmount, Currency: o.Currency,
-			CapturedAt: o.UpdatedAt.UTC()})
-		if err != nil {
-			return err
+		var (
+			seq               int64
+			at                time.Time
+			payload, response []byte
+		)
+		if err := tx.QueryRow(ctx, rawCaptureIt, id).Scan(&seq, &at, &payload, &response); err != nil {
+			return fmt.Errorf("capturing order %s: %w", id, err)
 		}
 		if err := outbox.Enqueue(ctx, tx, outbox.Event{
-			ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: o.ID.String(), Type: "OrderCaptured",
-			SchemaVersion: 1, Sequence: o.EventSeq, Topic: topic, Payload: payload, OccurredAt: o.UpdatedAt,
+			ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: id.String(), Type: "OrderCaptured",
+			SchemaVersion: 1, Sequence: seq, Topic: topic, Payload: payload, OccurredAt: at,
 		}); err != nil {
-			return err
-		}
-		response, err := json.Marshal(o)
-		if err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, rawInsertKey, rawScope, key, hash[:], 201, response); err != nil {
