@@ -124,9 +124,9 @@ bench-consumers: env-up ## measure the ledger's consumer throughput on a pre-fil
 .PHONY: test
 test: lint env-up $(MAILPIT) ## lint (vet, generated code, staticcheck, govulncheck), then every test against the real stack
 	@echo "--- smoke: the stack is real"
-	@go test $(GO_TEST_FLAGS) -v -run '^TestSmoke' ./internal/smoke/
+	@go test $(GO_TEST_FLAGS) -v -run '^TestSmoke' ./internal/testkit/smoke/
 	@echo "--- all tests"
-	@go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /internal/smoke)
+	@go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /internal/testkit/smoke)
 	@echo "--- fuzz: the request decoders, briefly"
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=4s
 	@echo "--- chaos: the hole in naive and inbox-off mode, closed with outbox + inbox"

@@ -10,8 +10,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/paylab/paylab/internal/bench"
-	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/lab/bench"
+	"github.com/paylab/paylab/internal/platform/broker"
 )
 
 // runBench: paylab bench [--quick] [--json] [--out DIR] [--bin DIR] [--keep] [--logs DIR]

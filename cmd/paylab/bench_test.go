@@ -15,8 +15,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paylab/paylab/internal/bench"
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/lab/bench"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 )
 
 // paylab bench --quick runs every stage of the harness on the stack, against

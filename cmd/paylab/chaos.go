@@ -14,7 +14,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
 
-	"github.com/paylab/paylab/internal/chaosrun"
+	"github.com/paylab/paylab/internal/lab/chaosrun"
 )
 
 // mailpitVersion is the Mailpit the Makefile builds into the tools cache.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 )
 
 // The compose target reads the deployment's token from .env unless the

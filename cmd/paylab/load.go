@@ -9,7 +9,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/paylab/paylab/internal/loadgen"
+	"github.com/paylab/paylab/internal/lab/loadgen"
 )
 
 // runLoad: paylab load [--url U] [--rate R] [--count N] [--seed S] [--json]

@@ -12,12 +12,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/paylab/paylab/internal/platform/process"
 )
 
 const usage = `paylab: operator tool of the paylab reference system
@@ -45,20 +44,11 @@ Settings come from the environment; see the README's configuration table.
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	if errors.Is(err, errUsage) {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "paylab: %v\n", err)
-		os.Exit(1)
-	}
+	process.Main("paylab", usage, func(ctx context.Context, args []string) error { return run(ctx, args, os.Stdout) })
 }
 
-var errUsage = errors.New("usage")
+// errUsage makes process.Main print the usage and exit with status 2.
+var errUsage = process.ErrUsage
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {

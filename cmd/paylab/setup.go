@@ -6,10 +6,10 @@ import (
 	"io"
 
 	"github.com/IBM/sarama"
-	"github.com/caarlos0/env/v11"
 
-	"github.com/paylab/paylab/internal/broker"
-	"github.com/paylab/paylab/internal/migrate"
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/platform/envconfig"
+	"github.com/paylab/paylab/internal/platform/migrate"
 )
 
 // setupConfig is the configuration of migrate, topics and init.
@@ -23,14 +23,14 @@ type setupConfig struct {
 }
 
 func loadSetupConfig() (setupConfig, error) {
-	cfg, err := env.ParseAs[setupConfig]()
-	if err != nil {
-		return cfg, fmt.Errorf("configuration: %w", err)
+	return envconfig.Load(nil, setupConfig{}, setupConfig.validate)
+}
+
+func (c setupConfig) validate() error {
+	if c.TopicPartitions < 1 {
+		return fmt.Errorf("configuration: ORDER_EVENTS_PARTITIONS must be at least 1, got %d", c.TopicPartitions)
 	}
-	if cfg.TopicPartitions < 1 {
-		return cfg, fmt.Errorf("configuration: ORDER_EVENTS_PARTITIONS must be at least 1, got %d", cfg.TopicPartitions)
-	}
-	return cfg, nil
+	return nil
 }
 
 func runMigrate(ctx context.Context, out io.Writer) error {

@@ -11,10 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
-	"github.com/paylab/paylab/internal/broker"
-	"github.com/paylab/paylab/internal/reconcile"
+	"github.com/paylab/paylab/internal/lab/reconcile"
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/platform/envconfig"
 )
 
 // errViolations makes paylab exit non-zero after printing its report.
@@ -34,9 +33,9 @@ func runVerify(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return errUsage
 	}
-	cfg, err := env.ParseAs[reconcile.Config]()
+	cfg, err := envconfig.Load(nil, reconcile.Config{}, nil)
 	if err != nil {
-		return fmt.Errorf("configuration: %w", err)
+		return err
 	}
 	rep, err := reconcile.Settle(ctx, cfg.Sources(*topic), *timeout, *quiet)
 	if err != nil {

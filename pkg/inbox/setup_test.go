@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/paylab/paylab/internal/broker"
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/pkg/outbox"
 )

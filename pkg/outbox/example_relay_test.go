@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 

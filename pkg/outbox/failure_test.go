@@ -13,8 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/chaos"
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 

@@ -14,7 +14,7 @@ import (
 // not one per event.
 //
 // The producer should be idempotent with acks from all in-sync replicas and
-// one request in flight per broker (internal/broker.ProducerConfig), so
+// one request in flight per broker (internal/platform/broker.ProducerConfig), so
 // sarama's own retries can neither duplicate nor reorder a partition's
 // messages; it must return successes and errors.
 type KafkaPublisher struct {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 )
 
 func TestAdminListener(t *testing.T) {

@@ -3,7 +3,8 @@ package main
 import (
 	"fmt"
 
-	"github.com/paylab/paylab/internal/consumersvc"
+	"github.com/paylab/paylab/internal/platform/consumersvc"
+	"github.com/paylab/paylab/internal/platform/envconfig"
 )
 
 // config is the ledger's configuration, from environment variables: the
@@ -18,11 +19,7 @@ type config struct {
 }
 
 func loadConfig() (config, error) {
-	cfg := config{Config: consumersvc.Defaults("ledger", "127.0.0.1:9082")}
-	if err := consumersvc.Load(&cfg); err != nil {
-		return cfg, err
-	}
-	return cfg, cfg.validate()
+	return envconfig.Load(nil, config{Config: consumersvc.Defaults("ledger", "127.0.0.1:9082")}, config.validate)
 }
 
 func (c config) validate() error {

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paylab/paylab/internal/chaos"
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/ledger/internal/ledger"
 )
 

@@ -5,7 +5,7 @@
 //	ledger redrive <event-id> re-process an event the inbox marked failed
 //
 // Configuration comes from environment variables (see config.go and
-// internal/consumersvc). Traces are exported over OTLP/HTTP when
+// internal/platform/consumersvc). Traces are exported over OTLP/HTTP when
 // OTEL_EXPORTER_OTLP_ENDPOINT is set.
 package main
 
@@ -16,14 +16,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paylab/paylab/internal/chaos"
-	"github.com/paylab/paylab/internal/consumersvc"
+	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/platform/consumersvc"
+	"github.com/paylab/paylab/internal/platform/process"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/services/ledger/internal/ledger"
 	"github.com/paylab/paylab/services/ledger/internal/ledgerhttp"
 )
 
-func main() { consumersvc.Main("ledger", run) }
+func main() { process.Main("ledger", "", run) }
 
 func run(ctx context.Context, args []string) error {
 	cfg, err := loadConfig()

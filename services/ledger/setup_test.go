@@ -9,9 +9,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/paylab/paylab/internal/consumersvc"
-	"github.com/paylab/paylab/internal/consumersvc/consumertest"
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/platform/consumersvc"
+	"github.com/paylab/paylab/internal/testkit/consumertest"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/ledger/internal/ledgerdb"
 	"github.com/paylab/paylab/services/ledger/internal/ledgerhttp"
 )

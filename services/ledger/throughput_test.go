@@ -11,8 +11,8 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/paylab/paylab/internal/broker"
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 

@@ -6,7 +6,8 @@ import (
 	"net/mail"
 	"time"
 
-	"github.com/paylab/paylab/internal/consumersvc"
+	"github.com/paylab/paylab/internal/platform/consumersvc"
+	"github.com/paylab/paylab/internal/platform/envconfig"
 )
 
 // config is the notifications service's configuration, from environment
@@ -20,11 +21,7 @@ type config struct {
 }
 
 func loadConfig() (config, error) {
-	cfg := config{Config: consumersvc.Defaults("notifications", "127.0.0.1:9083")}
-	if err := consumersvc.Load(&cfg); err != nil {
-		return cfg, err
-	}
-	return cfg, cfg.validate()
+	return envconfig.Load(nil, config{Config: consumersvc.Defaults("notifications", "127.0.0.1:9083")}, config.validate)
 }
 
 func (c config) validate() error {

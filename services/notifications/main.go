@@ -5,7 +5,7 @@
 //	notifications redrive <event-id> re-process an event the inbox marked failed
 //
 // Configuration comes from environment variables (see config.go and
-// internal/consumersvc). Traces are exported over OTLP/HTTP when
+// internal/platform/consumersvc). Traces are exported over OTLP/HTTP when
 // OTEL_EXPORTER_OTLP_ENDPOINT is set.
 package main
 
@@ -16,9 +16,10 @@ import (
 	"net"
 	"time"
 
-	"github.com/paylab/paylab/internal/admin"
-	"github.com/paylab/paylab/internal/chaos"
-	"github.com/paylab/paylab/internal/consumersvc"
+	"github.com/paylab/paylab/internal/platform/admin"
+	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/platform/consumersvc"
+	"github.com/paylab/paylab/internal/platform/process"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/services/notifications/internal/mailer"
 	"github.com/paylab/paylab/services/notifications/internal/receipt"
@@ -32,7 +33,7 @@ import (
 // second email); with the inbox off the receipt is sent again.
 const FaultAfterMarkBeforeOffsetCommit = "notifications.after_mark_before_offset_commit"
 
-func main() { consumersvc.Main("notifications", run) }
+func main() { process.Main("notifications", "", run) }
 
 func run(ctx context.Context, args []string) error {
 	cfg, err := loadConfig()

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paylab/paylab/internal/consumersvc"
-	"github.com/paylab/paylab/internal/consumersvc/consumertest"
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/platform/consumersvc"
+	"github.com/paylab/paylab/internal/testkit/consumertest"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/notifications/internal/receipt"
 )
 
@@ -187,7 +187,7 @@ func TestUnreachableSMTPServerDeadLettersThenRedriveSends(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	down := f.config(true)
-	down.SMTPAddr = freeAddr(t) // nothing listens there
+	down.SMTPAddr = testenv.ClosedAddr(t) // nothing listens there
 	down.SMTPTimeout = 2 * time.Second
 	a := f.start(down)
 	e := captured("ord-down", "cus_4", 800, "EUR")

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paylab/paylab/internal/consumersvc"
-	"github.com/paylab/paylab/internal/consumersvc/consumertest"
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/platform/consumersvc"
+	"github.com/paylab/paylab/internal/testkit/consumertest"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 	"github.com/paylab/paylab/services/notifications/internal/receipt"
 )

@@ -11,15 +11,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/paylab/paylab/internal/telemetry"
+	"github.com/paylab/paylab/internal/platform/process"
+	"github.com/paylab/paylab/internal/platform/telemetry"
 	"github.com/paylab/paylab/services/orders/internal/apiserver"
 	"github.com/paylab/paylab/services/orders/internal/config"
 	"github.com/paylab/paylab/services/orders/internal/logctx"
@@ -37,20 +35,11 @@ commands:
 Settings come from the environment; see services/orders/README.md.
 `
 
-var errUsage = errors.New("usage")
+// errUsage makes process.Main print the usage and exit with status 2.
+var errUsage = process.ErrUsage
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	switch {
-	case errors.Is(err, errUsage):
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	case err != nil:
-		fmt.Fprintf(os.Stderr, "orders: %v\n", err)
-		os.Exit(1)
-	}
+	process.Main("orders", usage, func(ctx context.Context, args []string) error { return run(ctx, args, os.Stdout) })
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {

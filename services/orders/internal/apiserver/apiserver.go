@@ -5,7 +5,6 @@ package apiserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,11 +13,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/paylab/paylab/internal/admin"
-	"github.com/paylab/paylab/internal/broker"
-	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/platform/admin"
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/platform/process"
 	"github.com/paylab/paylab/services/orders/internal/config"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 	"github.com/paylab/paylab/services/orders/internal/orderhttp"
@@ -97,34 +96,15 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 		opts.OnListen(apiLn.Addr(), adminLn.Addr())
 	}
 
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serve(apiSrv, apiLn, "api") })
-	g.Go(func() error { return serve(adminSrv, adminLn, "admin") })
-	g.Go(func() error {
-		return app.RunPruner(gctx, cfg.IdempotencyPruneInterval, cfg.IdempotencyRetention)
+	// The public listener shuts down first: its in-flight requests still
+	// need the database; the admin listener keeps answering probes meanwhile.
+	g := process.Group{ShutdownTimeout: cfg.ShutdownTimeout}
+	g.Serve("the API listener", apiSrv, apiLn)
+	g.Serve("the admin listener", adminSrv, adminLn)
+	g.Go(func(ctx context.Context) error {
+		return app.RunPruner(ctx, cfg.IdempotencyPruneInterval, cfg.IdempotencyRetention)
 	})
-	g.Go(func() error {
-		<-gctx.Done()
-		log.InfoContext(ctx, "shutting down", "deadline", cfg.ShutdownTimeout.String())
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-		defer cancel()
-		// The public listener first: its in-flight requests still need the
-		// database; the admin listener keeps answering probes meanwhile.
-		err := apiSrv.Shutdown(sctx)
-		if err != nil {
-			err = fmt.Errorf("shutting down the API listener: %w", err)
-		}
-		if aerr := adminSrv.Shutdown(sctx); aerr != nil {
-			err = errors.Join(err, fmt.Errorf("shutting down the admin listener: %w", aerr))
-		}
-		return err
-	})
-	if err := g.Wait(); err != nil {
-		log.ErrorContext(ctx, "stopped", "error", err)
-		return err
-	}
-	log.InfoContext(ctx, "stopped")
-	return nil
+	return g.Run(ctx, log)
 }
 
 // publicServer is the public listener's server, with explicit timeouts.
@@ -139,11 +119,4 @@ func publicServer(addr string, h http.Handler, log *slog.Logger) *http.Server {
 		MaxHeaderBytes:    32 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-}
-
-func serve(srv *http.Server, ln net.Listener, name string) error {
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serving %s: %w", name, err)
-	}
-	return nil
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/internal/apiserver"
 	"github.com/paylab/paylab/services/orders/internal/config"
 )
@@ -30,7 +30,7 @@ func start(t *testing.T, mode string, adjust ...func(*config.API)) *process {
 	t.Helper()
 	pool, dbURL := testenv.NewPool(t, "orders")
 	cfg := config.API{
-		DatabaseURL: dbURL, KafkaBrokers: closedPort(t), OrdersTopic: "order-events",
+		DatabaseURL: dbURL, KafkaBrokers: testenv.ClosedAddr(t), OrdersTopic: "order-events",
 		HTTPAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", OutboxMode: mode, LogLevel: "info",
 		IdempotencyRetention: 24 * time.Hour, IdempotencyPruneInterval: time.Minute,
 		ShutdownTimeout: 5 * time.Second, DatabaseMaxConns: 4,
@@ -81,16 +81,6 @@ func start(t *testing.T, mode string, adjust ...func(*config.API)) *process {
 		}
 	})
 	return p
-}
-
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -271,7 +261,7 @@ func TestChaosControls(t *testing.T) {
 func TestPaymentWithDatabaseUnreachable(t *testing.T) {
 	t.Parallel()
 	p := start(t, "outbox", func(c *config.API) {
-		c.DatabaseURL = "postgres://orders:orders@" + closedPort(t) + "/orders?sslmode=disable&connect_timeout=2"
+		c.DatabaseURL = "postgres://orders:orders@" + testenv.ClosedAddr(t) + "/orders?sslmode=disable&connect_timeout=2"
 	})
 	status, body := pay(t, p)
 	if status != http.StatusServiceUnavailable || !strings.Contains(body, "database_unavailable") {

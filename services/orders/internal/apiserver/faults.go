@@ -3,7 +3,7 @@ package apiserver
 import (
 	"context"
 
-	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/platform/chaos"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 )
 

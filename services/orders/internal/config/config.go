@@ -8,21 +8,19 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
-	"reflect"
 	"regexp"
 	"time"
 
-	"github.com/caarlos0/env/v11"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/platform/envconfig"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 )
 
 // API is the configuration of `orders serve`.
 type API struct {
-	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable"`
+	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable" redact:"password"`
 	KafkaBrokers string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
 	OrdersTopic  string `env:"ORDERS_TOPIC" envDefault:"order-events"`
 	HTTPAddr     string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8080"`
@@ -41,41 +39,14 @@ type API struct {
 	// ChaosEnabled mounts the fault-injection controls (/chaos/…) on the
 	// admin listener, guarded by the bearer token ChaosToken.
 	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
-	ChaosToken   string `env:"CHAOS_TOKEN"`
+	ChaosToken   string `env:"CHAOS_TOKEN" redact:"value"`
 }
 
 // MinIdempotencyRetention is the shortest IDEMPOTENCY_RETENTION allowed.
 const MinIdempotencyRetention = 24 * time.Hour
 
 // LoadAPI reads the API's configuration from the environment and validates it.
-func LoadAPI() (API, error) {
-	cfg, err := env.ParseAs[API]()
-	if err != nil {
-		return cfg, namedParseError(err)
-	}
-	return cfg, cfg.Validate()
-}
-
-// namedParseError rewrites the parser's errors, which name struct fields,
-// to name the environment variables instead.
-func namedParseError(err error) error {
-	var agg env.AggregateError
-	if !errors.As(err, &agg) {
-		return fmt.Errorf("configuration: %w", err)
-	}
-	errs := make([]error, 0, len(agg.Errors))
-	for _, e := range agg.Errors {
-		var pe env.ParseError
-		if errors.As(e, &pe) {
-			if f, ok := reflect.TypeFor[API]().FieldByName(pe.Name); ok {
-				errs = append(errs, fmt.Errorf("configuration: %s: invalid %s value: %w", f.Tag.Get("env"), pe.Type, pe.Err))
-				continue
-			}
-		}
-		errs = append(errs, fmt.Errorf("configuration: %w", e))
-	}
-	return errors.Join(errs...)
-}
+func LoadAPI() (API, error) { return envconfig.Load(nil, API{}, API.Validate) }
 
 var topicRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
@@ -86,7 +57,7 @@ func (c API) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("configuration: "+format, args...)) }
 
 	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
-		bad("DATABASE_URL is not a valid PostgreSQL URL: %v", redactErr(err, c.DatabaseURL))
+		bad("DATABASE_URL is not a valid PostgreSQL URL: %v", envconfig.RedactIn(err.Error(), c.DatabaseURL))
 	}
 	brokers := broker.SplitBrokers(c.KafkaBrokers)
 	if len(brokers) == 0 {
@@ -149,43 +120,9 @@ func ParseLevel(s string) (slog.Level, error) {
 	return l, err
 }
 
-// LogValue logs the configuration with the database password masked.
-func (c API) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("DATABASE_URL", RedactURL(c.DatabaseURL)),
-		slog.String("KAFKA_BROKERS", c.KafkaBrokers),
-		slog.String("ORDERS_TOPIC", c.OrdersTopic),
-		slog.String("HTTP_ADDR", c.HTTPAddr),
-		slog.String("ADMIN_ADDR", c.AdminAddr),
-		slog.String("OUTBOX_MODE", c.OutboxMode),
-		slog.String("LOG_LEVEL", c.LogLevel),
-		slog.String("IDEMPOTENCY_RETENTION", c.IdempotencyRetention.String()),
-		slog.String("IDEMPOTENCY_PRUNE_INTERVAL", c.IdempotencyPruneInterval.String()),
-		slog.String("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String()),
-		slog.Int("DATABASE_MAX_CONNS", int(c.DatabaseMaxConns)),
-		slog.Bool("CHAOS_ENABLED", c.ChaosEnabled),
-		slog.Bool("CHAOS_TOKEN set", c.ChaosToken != ""),
-	)
-}
-
-// RedactURL masks the password of a URL.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparseable)"
-	}
-	return u.Redacted()
-}
-
-func redactErr(err error, secret string) string {
-	msg := err.Error()
-	if u, perr := url.Parse(secret); perr == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = regexp.MustCompile(regexp.QuoteMeta(p)).ReplaceAllString(msg, "xxxxx")
-		}
-	}
-	return msg
-}
+// LogValue logs the configuration with the database password and the
+// chaos token masked.
+func (c API) LogValue() slog.Value { return envconfig.LogValue(c) }
 
 func endsWithPortZero(addr string) bool {
 	_, port, err := net.SplitHostPort(addr)

@@ -6,7 +6,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.uber.org/goleak"
 
-	"github.com/paylab/paylab/internal/telemetry"
+	"github.com/paylab/paylab/internal/platform/telemetry"
 )
 
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 	"github.com/paylab/paylab/services/orders/internal/order"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
@@ -66,7 +66,7 @@ func TestNaiveModesPublishToKafka(t *testing.T) {
 // The dual-write hole, asserted.
 func TestNaiveKafkaUnreachableLosesTheEvent(t *testing.T) {
 	t.Parallel()
-	b := setup(t, orderapp.ModeNaive, "order-events", closedPort(t), orderapp.Hooks{})
+	b := setup(t, orderapp.ModeNaive, "order-events", []string{testenv.ClosedAddr(t)}, orderapp.Hooks{})
 	out, err := b.app.PlacePayment(testenv.Context(t), payment, orderapp.Options{})
 	if err != nil {
 		t.Fatalf("naive mode reports the failed publish: %v", err)
@@ -87,7 +87,7 @@ func TestNaiveKafkaUnreachableLosesTheEvent(t *testing.T) {
 // waits in the outbox for the relay. Kafka is not touched at all.
 func TestOutboxKafkaUnreachableKeepsTheEvent(t *testing.T) {
 	t.Parallel()
-	b := setup(t, orderapp.ModeOutbox, "order-events", closedPort(t), orderapp.Hooks{})
+	b := setup(t, orderapp.ModeOutbox, "order-events", []string{testenv.ClosedAddr(t)}, orderapp.Hooks{})
 	out, err := b.app.PlacePayment(testenv.Context(t), payment, orderapp.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestNaivePublishFirstFailureBeforeCommitLeavesAPhantom(t *testing.T) {
 // gets ErrPublish.
 func TestNaivePublishFirstKafkaUnreachableCommitsNothing(t *testing.T) {
 	t.Parallel()
-	b := setup(t, orderapp.ModeNaivePublishFirst, "order-events", closedPort(t), orderapp.Hooks{})
+	b := setup(t, orderapp.ModeNaivePublishFirst, "order-events", []string{testenv.ClosedAddr(t)}, orderapp.Hooks{})
 	_, err := b.app.PlacePayment(testenv.Context(t), payment, orderapp.Options{})
 	if !errors.Is(err, order.ErrPublish) {
 		t.Fatalf("err = %v, want ErrPublish", err)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 )
 

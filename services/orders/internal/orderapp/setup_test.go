@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/internal/order"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 	"github.com/paylab/paylab/services/orders/internal/syncpub"
@@ -68,18 +67,6 @@ func (b *bundle) status(id string) string {
 		b.t.Fatal(err)
 	}
 	return s
-}
-
-// closedPort returns a loopback address nothing listens on.
-func closedPort(t *testing.T) []string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return []string{addr}
 }
 
 // published is the number of messages in topic: the sum of its partitions'

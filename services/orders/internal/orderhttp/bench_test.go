@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 	"github.com/paylab/paylab/services/orders/internal/orderhttp"
 )

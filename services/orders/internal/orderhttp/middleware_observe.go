@@ -9,7 +9,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/httpmetrics"
+	"github.com/paylab/paylab/internal/platform/httpmetrics"
 )
 
 // Metrics are the API's request metrics (package httpmetrics).

@@ -12,7 +12,7 @@ import (
 // Routes returns the public API's handler. Every request runs in an
 // OpenTelemetry server span that continues the caller's W3C trace context
 // (traced); the process installs the propagator and tracer provider
-// (internal/telemetry).
+// (internal/platform/telemetry).
 func Routes(app *orderapp.Service, log *slog.Logger, m *Metrics) http.Handler {
 	h := &handlers{app: app, log: log}
 	r := chi.NewRouter()

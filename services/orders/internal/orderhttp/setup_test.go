@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 	"github.com/paylab/paylab/services/orders/internal/orderhttp"
 )

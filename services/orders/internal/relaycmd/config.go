@@ -5,19 +5,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
-	"reflect"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
-	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/platform/envconfig"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
 // Config is the relay process's configuration, read from the environment.
 type Config struct {
-	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable"`
+	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable" redact:"password"`
 	KafkaBrokers string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
 	AdminAddr    string `env:"ADMIN_ADDR" envDefault:"127.0.0.1:9081"`
 	// RelayID names this relay in lease_owner; default hostname-pid.
@@ -34,38 +31,13 @@ type Config struct {
 	StatsInterval     time.Duration `env:"RELAY_STATS_INTERVAL" envDefault:"5s"`
 	ShutdownTimeout   time.Duration `env:"RELAY_SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	ChaosEnabled      bool          `env:"CHAOS_ENABLED" envDefault:"false"`
-	ChaosToken        string        `env:"CHAOS_TOKEN"`
+	ChaosToken        string        `env:"CHAOS_TOKEN" redact:"value"`
 }
 
 // LoadConfig reads the configuration from environ (as os.Environ gives it,
-// parsed to a map) and validates it.
+// parsed to a map; nil: the process's environment) and validates it.
 func LoadConfig(environ map[string]string) (Config, error) {
-	cfg, err := env.ParseAsWithOptions[Config](env.Options{Environment: environ})
-	if err != nil {
-		return cfg, fmt.Errorf("reading the configuration: %w", nameVariables(err))
-	}
-	return cfg, cfg.Validate()
-}
-
-// nameVariables rewrites env's parse errors, which name the Go field, to
-// name the environment variable instead.
-func nameVariables(err error) error {
-	var agg env.AggregateError
-	if !errors.As(err, &agg) {
-		return err
-	}
-	t := reflect.TypeFor[Config]()
-	errs := make([]error, len(agg.Errors))
-	for i, e := range agg.Errors {
-		var pe env.ParseError
-		if errors.As(e, &pe) {
-			if f, ok := t.FieldByName(pe.Name); ok {
-				e = fmt.Errorf("%s: %w", f.Tag.Get("env"), pe.Err)
-			}
-		}
-		errs[i] = e
-	}
-	return errors.Join(errs...)
+	return envconfig.Load(environ, Config{}, Config.Validate)
 }
 
 // Validate reports every unusable setting, naming its variable.
@@ -147,32 +119,6 @@ func (c Config) relayConfig(log *slog.Logger) outbox.Config {
 	}
 }
 
-// LogValue logs the configuration with the secrets masked.
-func (c Config) LogValue() slog.Value {
-	token := ""
-	if c.ChaosToken != "" {
-		token = "***"
-	}
-	return slog.GroupValue(
-		slog.String("database_url", maskURL(c.DatabaseURL)),
-		slog.String("kafka_brokers", c.KafkaBrokers),
-		slog.String("admin_addr", c.AdminAddr),
-		slog.String("relay_id", c.RelayID),
-		slog.Int("batch_size", c.BatchSize),
-		slog.Duration("lease_ttl", c.LeaseTTL),
-		slog.Duration("poll_interval", c.PollInterval),
-		slog.Duration("retention", c.Retention),
-		slog.Int("max_attempts", c.MaxAttempts),
-		slog.Bool("chaos_enabled", c.ChaosEnabled),
-		slog.String("chaos_token", token),
-	)
-}
-
-// maskURL hides the password of a database URL.
-func maskURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparseable)"
-	}
-	return u.Redacted()
-}
+// LogValue logs the configuration with the database password and the
+// chaos token masked.
+func (c Config) LogValue() slog.Value { return envconfig.LogValue(c) }

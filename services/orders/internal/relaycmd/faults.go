@@ -1,7 +1,7 @@
 package relaycmd
 
 import (
-	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/platform/chaos"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 

@@ -29,23 +29,19 @@ package relaycmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/paylab/paylab/internal/admin"
-	"github.com/paylab/paylab/internal/broker"
-	"github.com/paylab/paylab/internal/chaos"
+	"github.com/paylab/paylab/internal/platform/admin"
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/platform/process"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
@@ -56,7 +52,7 @@ const Source = "/paylab/orders"
 // RELAY_SHUTDOWN_TIMEOUT: the batch in flight is finished, the producer
 // flushed, the admin listener closed.
 func Run(ctx context.Context, log *slog.Logger) error {
-	cfg, err := LoadConfig(environ())
+	cfg, err := LoadConfig(nil)
 	if err != nil {
 		return err
 	}
@@ -102,26 +98,10 @@ func Run(ctx context.Context, log *slog.Logger) error {
 	}
 	log.InfoContext(ctx, "admin listener ready", "addr", ln.Addr().String(), "chaos_enabled", cfg.ChaosEnabled)
 
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return relay.Run(gctx) })
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serving the admin listener: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), cfg.ShutdownTimeout)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			return fmt.Errorf("shutting down the admin listener: %w", err)
-		}
-		return nil
-	})
-	err = g.Wait()
-	log.InfoContext(context.WithoutCancel(ctx), "orders relay stopped")
-	return err
+	g := process.Group{ShutdownTimeout: cfg.ShutdownTimeout}
+	g.Serve("the admin listener", srv, ln)
+	g.Go(relay.Run)
+	return g.Run(ctx, log)
 }
 
 // connectKafka connects to the brokers, retrying until they answer or ctx
@@ -156,14 +136,4 @@ func kafkaCheck(client sarama.Client) admin.Check {
 			return ctx.Err()
 		}
 	}
-}
-
-func environ() map[string]string {
-	m := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
-	"github.com/paylab/paylab/internal/chaos"
-	"github.com/paylab/paylab/internal/testenv"
+	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 	"github.com/paylab/paylab/services/orders/internal/relaycmd"
 )
@@ -85,19 +84,9 @@ type child struct {
 	out   *strings.Builder
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func startChild(t *testing.T, dbURL string, extra ...string) *child {
 	t.Helper()
-	c := &child{admin: freeAddr(t), done: make(chan struct{}), out: &strings.Builder{}}
+	c := &child{admin: testenv.ClosedAddr(t), done: make(chan struct{}), out: &strings.Builder{}}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	c.cmd.Env = append(os.Environ(), childEnv+"=1", "DATABASE_URL="+dbURL,
 		"KAFKA_BROKERS="+strings.Join(testenv.Brokers(), ","), "ADMIN_ADDR="+c.admin,

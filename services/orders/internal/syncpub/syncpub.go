@@ -12,7 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/paylab/paylab/internal/broker"
+	"github.com/paylab/paylab/internal/platform/broker"
 )
 
 // Publisher is a SyncProducer created on first use, so that the API starts

@@ -1,0 +1,197 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/paylab/paylab/internal/platform/migrate"
+)
+
+// Run runs every stage, in order, and returns the report. A stage that
+// cannot measure (a service that does not start, an error from the stack)
+// ends the run with an error and the report of the stages before it; a
+// target missed is only reported.
+func Run(ctx context.Context, cfg Config) (rep Report, err error) {
+	if err := cfg.validate(); err != nil {
+		return rep, err
+	}
+	start := time.Now()
+	rep = Report{Started: start.UTC(), Sizes: cfg.Sizes, Stages: Stages{Seconds: map[string]float64{}}}
+	e, err := newEnv(ctx, cfg)
+	if err != nil {
+		return rep, err
+	}
+	defer func() {
+		if cerr := e.close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("removing the run's databases and topics: %w", cerr))
+		}
+		rep.Rows, rep.Notes = rows(rep.Stages, cfg.Sizes), notes(rep.Stages, cfg.Sizes)
+		rep.Machine.LoadEnd = loadAverage()
+		rep.Seconds = time.Since(start).Seconds()
+	}()
+	fmt.Fprintf(cfg.Log, "bench: run %s (%s sizes); child process logs in %s\n", e.run, cfg.Sizes.Name, e.cfg.LogDir)
+	if rep.Machine, err = e.machine(ctx); err != nil {
+		return rep, err
+	}
+	st := &rep.Stages
+	s := cfg.Sizes
+	stage := func(name string, fn func() error) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fmt.Fprintf(cfg.Log, "bench: %s\n", name)
+		t := time.Now()
+		err := fn()
+		st.Seconds[name] = time.Since(t).Seconds()
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+
+	var one, three backlog
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"B1 raw capture", func() (err error) { st.B1, err = rawCaptures(ctx, e, s); return err }},
+		{"S1 HTTP capture", func() (err error) { st.S1, err = httpCaptures(ctx, e, s); return err }},
+		{"S2 backlogs", func() (err error) {
+			if one, err = e.newBacklog(ctx, "s2r1", "", s.Backlog); err != nil {
+				return err
+			}
+			three, err = e.newBacklog(ctx, "s2r3", "", s.Backlog)
+			return err
+		}},
+		{"B2 raw produce", func() error {
+			events, err := backlogEvents(ctx, one)
+			if err != nil {
+				return err
+			}
+			topic, err := e.topic("b2")
+			if err != nil {
+				return err
+			}
+			st.B2, err = e.rawProduce(ctx, events, topic)
+			return err
+		}},
+		{"S2 relay drain", func() error {
+			for _, run := range []struct {
+				b backlog
+				n int
+			}{{one, 1}, {three, 3}} {
+				d, err := e.drain(ctx, run.b, run.n)
+				if err != nil {
+					return err
+				}
+				st.S2 = append(st.S2, d)
+			}
+			return nil
+		}},
+		{"B3 raw consume", func() (err error) { st.B3, err = e.rawConsume(ctx, one.topic, one.events); return err }},
+		{"S3 ledger", func() (err error) {
+			st.S3, err = e.ledgerConsume(ctx, one.topic, one.events, s.ConsumeWindow, s.MinOps)
+			return err
+		}},
+		{"S4 end to end", func() (err error) { st.S4, err = e.endToEndBoth(ctx, "s4", "", "", e2eRate(st.S1), s); return err }},
+		{"S5 growth", func() error { return e.growth(ctx, st, s) }},
+	}
+	for _, step := range steps {
+		if err := stage(step.name, step.fn); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// machine records the machine, as the run's role sees the server.
+func (e *env) machine(ctx context.Context) (Machine, error) {
+	url, err := migrate.URL(e.cfg.AdminURL, "postgres", e.role, e.password)
+	if err != nil {
+		return Machine{}, err
+	}
+	return machine(ctx, url)
+}
+
+// e2eRate is S4's rate: half of S1's best.
+func e2eRate(s1 []CaptureResult) int {
+	best := 0.0
+	for _, r := range s1 {
+		best = max(best, r.PerSecond)
+	}
+	return max(1, int(best/2))
+}
+
+// endToEndBoth runs S4 with LISTEN/NOTIFY, then polling only, on one
+// pipeline for stage.
+func (e *env) endToEndBoth(ctx context.Context, stage, ordersURL, ledgerURL string, rate int, s Sizes) ([]E2EResult, error) {
+	p, err := e.newPipeline(ctx, stage, ordersURL, ledgerURL)
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop()
+	var out []E2EResult
+	for i, pollingOnly := range []bool{false, true} {
+		r, err := e.endToEnd(ctx, p, pollingOnly, rate, s, uint64(100+i))
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", r.Mode, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// growth is S5: an orders database with s.History dispatched outbox rows
+// and a ledger database with as many processed inbox rows (seeded side by
+// side), then S2 with one relay and S4 again on them.
+func (e *env) growth(ctx context.Context, st *Stages, s Sizes) error {
+	g := &st.S5
+	g.History = s.History
+	t := time.Now()
+	var ordersURL, ledgerURL string
+	seeds, sctx := errgroup.WithContext(ctx)
+	seeds.Go(func() (err error) {
+		if ordersURL, err = e.database(sctx, "s5", "orders"); err != nil {
+			return err
+		}
+		return withConn(sctx, ordersURL, func(c *pgx.Conn) error { return seedOutbox(sctx, c, "order-events", s.History, true) })
+	})
+	seeds.Go(func() (err error) {
+		if ledgerURL, err = e.database(sctx, "s5", "ledger"); err != nil {
+			return err
+		}
+		return withConn(sctx, ledgerURL, func(c *pgx.Conn) error { return seedInbox(sctx, c, s.History) })
+	})
+	if err := seeds.Wait(); err != nil {
+		return err
+	}
+	// Gigabytes were just written: flush them now, or the checkpoint that
+	// follows would write them back during the measurements.
+	if err := withConn(ctx, e.cfg.AdminURL, func(c *pgx.Conn) error { _, err := c.Exec(ctx, "CHECKPOINT"); return err }); err != nil {
+		return fmt.Errorf("checkpoint after the seed: %w", err)
+	}
+	g.SeedSeconds = time.Since(t).Seconds()
+	b, err := e.newBacklog(ctx, "s5s2", ordersURL, s.Backlog)
+	if err != nil {
+		return err
+	}
+	if g.S2, err = e.drain(ctx, b, 1); err != nil {
+		return err
+	}
+	g.S4, err = e.endToEndBoth(ctx, "s5s4", ordersURL, ledgerURL, e2eRate(st.S1), s)
+	return err
+}
+
+func withConn(ctx context.Context, url string, fn func(*pgx.Conn) error) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return fn(conn)
+}

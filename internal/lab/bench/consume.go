@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paylab/paylab/internal/platform/broker"
+)
+
+// ConsumeResult is B3 or S3: events consumed from the backlog's topic, over
+// the span from the first to the last one (the consumer group's join is not
+// part of it).
+type ConsumeResult struct {
+	Events    int     `json:"events"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"per_second"`
+}
+
+func consumeResult(n int, span time.Duration) ConsumeResult {
+	return ConsumeResult{Events: n, Seconds: span.Seconds(), PerSecond: perSecond(n-1, span)}
+}
+
+// rawConsume is B3: a sarama consumer group (paylab's consumer settings,
+// from the oldest offset, offsets marked and auto-committed as the inbox
+// runner does) reads the topic's n events and does nothing else with them.
+func (e *env) rawConsume(ctx context.Context, topic string, n int) (ConsumeResult, error) {
+	cfg := broker.Config("paylab-bench-consumer")
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Enable = true
+	group, err := sarama.NewConsumerGroup(e.cfg.Brokers, e.group("b3"), cfg)
+	if err != nil {
+		return ConsumeResult{}, err
+	}
+	defer group.Close()
+	h := &countingHandler{want: n, done: make(chan struct{})}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	consumed := make(chan error, 1)
+	go func() {
+		for cctx.Err() == nil {
+			if err := group.Consume(cctx, []string{topic}, h); err != nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				consumed <- err
+				return
+			}
+		}
+		consumed <- nil
+	}()
+	select {
+	case <-h.done:
+	case err := <-consumed:
+		return ConsumeResult{}, fmt.Errorf("consuming %s: %w", topic, err)
+	case <-ctx.Done():
+		return ConsumeResult{}, ctx.Err()
+	}
+	cancel()
+	<-consumed
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return consumeResult(h.count, h.last.Sub(h.first)), nil
+}
+
+// countingHandler counts messages and notes when the first and the want-th
+// arrived.
+type countingHandler struct {
+	mu          sync.Mutex
+	want, count int
+	first, last time.Time
+	done        chan struct{}
+}
+
+func (h *countingHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *countingHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (h *countingHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for {
+		select {
+		case <-sess.Context().Done():
+			return nil
+		case m, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			sess.MarkMessage(m, "")
+			h.mu.Lock()
+			now := time.Now()
+			if h.count == 0 {
+				h.first = now
+			}
+			h.count++
+			if h.count == h.want {
+				h.last = now
+				close(h.done)
+			}
+			h.mu.Unlock()
+		}
+	}
+}
+
+// ledgerConsume is S3: the ledger (the binary, inbox on, default settings)
+// consumes the topic from the start into a fresh database until it has
+// processed every event, or for window after its first and at least minOps,
+// whichever is first.
+// The rate comes from the inbox: processed events over the span of their
+// processed_at (database clock), so the group's join is not part of it.
+func (e *env) ledgerConsume(ctx context.Context, topic string, n int, window time.Duration, minOps int) (ConsumeResult, error) {
+	dbURL, err := e.database(ctx, "s3", "ledger")
+	if err != nil {
+		return ConsumeResult{}, err
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return ConsumeResult{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	ledger, err := e.ledger(ctx, "s3-ledger", dbURL, topic)
+	if err != nil {
+		return ConsumeResult{}, err
+	}
+	defer ledger.stop()
+	processed := func() (int, error) {
+		var c int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status = 'processed'`).Scan(&c)
+		return c, err
+	}
+	var deadline time.Time
+	for {
+		c, err := processed()
+		if err != nil {
+			return ConsumeResult{}, err
+		}
+		if c > 0 && deadline.IsZero() {
+			deadline = time.Now().Add(window)
+		}
+		if c >= n || (!deadline.IsZero() && time.Now().After(deadline) && c >= minOps) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ConsumeResult{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	ledger.stop()
+	var (
+		count, failed int
+		span          float64
+	)
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'processed'),
+			count(*) FILTER (WHERE status = 'failed'),
+			COALESCE(EXTRACT(EPOCH FROM max(processed_at) - min(processed_at)), 0)::float8
+		FROM inbox`).Scan(&count, &failed, &span); err != nil {
+		return ConsumeResult{}, err
+	}
+	if failed > 0 {
+		return ConsumeResult{}, fmt.Errorf("the ledger dead-lettered %d events (log: %s)", failed, ledger.LogPath)
+	}
+	return consumeResult(count, time.Duration(span*float64(time.Second))), nil
+}

@@ -1,0 +1,149 @@
+package chaosrun
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/paylab/paylab/internal/lab/localstack"
+	"github.com/paylab/paylab/internal/lab/reconcile"
+	"github.com/paylab/paylab/internal/lab/supervise"
+)
+
+// token guards the chaos controls of the processes a run starts.
+const token = "paylab-chaos-run"
+
+// options are the knobs a scenario turns: the configuration its deployment
+// needs.
+type options struct {
+	mode         string // OUTBOX_MODE
+	inboxEnabled bool
+	relays       int
+	leaseTTL     time.Duration
+}
+
+// deploy starts one scenario's processes: the orders API, its relays, the
+// ledger and notifications, each on its own ports, with databases and a
+// topic of the scenario's own.
+func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, error) {
+	name = e.prefix + name
+	slug := strings.ReplaceAll(name, "-", "_")
+	urls := map[string]string{}
+	for _, svc := range []string{"orders", "ledger", "notifications"} {
+		u, err := e.database(ctx, svc, slug+"_"+svc)
+		if err != nil {
+			return nil, fmt.Errorf("database for %s: %w", svc, err)
+		}
+		urls[svc] = u
+	}
+	topic := "order-events-" + name
+	if err := e.topic(topic); err != nil {
+		return nil, err
+	}
+	d := &Deployment{
+		Src: reconcile.Sources{
+			OrdersURL: urls["orders"], LedgerURL: urls["ledger"], NotificationsURL: urls["notifications"],
+			Brokers: e.brokers, Topic: topic,
+		},
+		LeaseTTL: o.leaseTTL,
+		servers:  e,
+	}
+	start := func(proc, binary string, args, env []string) (*Process, error) {
+		sp, p, err := e.process(name, proc, binary, args, env)
+		if err != nil {
+			return nil, err
+		}
+		d.supervised = append(d.supervised, sp)
+		return p, nil
+	}
+	// Each process's environment extends these; slices.Clip makes every
+	// append copy, so no two processes share a backing array.
+	common := []string{"KAFKA_BROKERS=" + strings.Join(e.brokers, ","), "LOG_LEVEL=warn", "CHAOS_ENABLED=true", "CHAOS_TOKEN=" + token}
+
+	apiPort, err := localstack.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	d.APIURL = fmt.Sprintf("http://127.0.0.1:%d", apiPort)
+	if d.Orders, err = start("orders", "orders", nil, append(slices.Clip(common),
+		"DATABASE_URL="+urls["orders"], "ORDERS_TOPIC="+topic, "OUTBOX_MODE="+o.mode,
+		fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", apiPort))); err != nil {
+		return nil, err
+	}
+	relays := o.relays
+	if o.mode != "outbox" {
+		relays = 0
+	}
+	for i := range relays {
+		p, err := start(fmt.Sprintf("relay-%d", i), "orders", []string{"relay"}, append(slices.Clip(common),
+			"DATABASE_URL="+urls["orders"], fmt.Sprintf("RELAY_ID=relay-%d", i),
+			"RELAY_LEASE_TTL="+o.leaseTTL.String(), "RELAY_POLL_INTERVAL=250ms", "RELAY_STATS_INTERVAL=1s"))
+		if err != nil {
+			return nil, err
+		}
+		d.Relays = append(d.Relays, p)
+	}
+	inbox := "INBOX_ENABLED=" + strconv.FormatBool(o.inboxEnabled)
+	consumer := append(slices.Clip(common), "ORDERS_TOPIC="+topic, "DEAD_LETTER_TOPIC="+topic+".dlq", inbox)
+	ledgerHTTP, err := localstack.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	if d.Ledger, err = start("ledger", "ledger", nil, append(slices.Clip(consumer),
+		"DATABASE_URL="+urls["ledger"], "CONSUMER_GROUP=ledger-"+name,
+		fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", ledgerHTTP))); err != nil {
+		return nil, err
+	}
+	if d.Notifications, err = start("notifications", "notifications", nil, append(slices.Clip(consumer),
+		"DATABASE_URL="+urls["notifications"], "CONSUMER_GROUP=notifications-"+name,
+		"SMTP_ADDR="+e.smtp)); err != nil {
+		return nil, err
+	}
+	d.stop = func() {
+		for _, p := range d.supervised {
+			p.Stop(10 * time.Second)
+		}
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	for _, p := range d.supervised {
+		g.Go(func() error {
+			sctx, cancel := context.WithTimeout(gctx, 60*time.Second)
+			defer cancel()
+			return p.Start(sctx)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		d.Stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+// process prepares a supervised run of binary, named name, restarted
+// whenever it exits, with its own admin port; the local target kills it with
+// SIGKILL.
+func (e *Env) process(scenario, name, binary string, args, env []string) (*supervise.Process, *Process, error) {
+	port, err := localstack.FreePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	log, err := os.Create(filepath.Join(e.LogDir, scenario+"-"+name+".log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	adminURL := fmt.Sprintf("http://127.0.0.1:%d", port)
+	sp := &supervise.Process{
+		Name: name, Path: filepath.Join(e.Bin, binary), Args: args,
+		Env:      append(env, fmt.Sprintf("ADMIN_ADDR=127.0.0.1:%d", port)),
+		ReadyURL: adminURL + "/readyz", Restart: true, Log: log,
+	}
+	return sp, newProcess(name, adminURL, token, func(context.Context) error { sp.Kill(); return nil }), nil
+}

@@ -1,0 +1,153 @@
+package chaosrun
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/paylab/paylab/internal/lab/localstack"
+	"github.com/paylab/paylab/internal/lab/supervise"
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/platform/migrate"
+)
+
+// Env is the local target: it starts each scenario's processes itself, as
+// supervised children restarted whenever they exit (compose's restart
+// policy), on what every scenario of a run shares: a private PostgreSQL
+// server, a private Kafka broker and a Mailpit SMTP server, so a run never
+// touches the developer's stack and may stop and restart its servers at will.
+type Env struct {
+	Bin     string // folder holding the orders, ledger and notifications binaries
+	Mailpit string // path of the Mailpit binary
+	LogDir  string
+
+	pg, kafka *localstack.Server // nil on servers the run does not own
+	adminURL  string             // PostgreSQL superuser URL
+	brokers   []string
+	smtp      string
+	prefix    string // of the databases' and topics' names
+	mailpit   *supervise.Process
+}
+
+// Deploy starts a fresh deployment configured for sc.
+func (e *Env) Deploy(ctx context.Context, sc Scenario) (*Deployment, error) {
+	return e.deploy(ctx, sc.Name, sc.opts)
+}
+
+// Shared is false: every scenario gets processes, databases and a topic of
+// its own.
+func (e *Env) Shared() bool { return false }
+
+func (e *Env) stopServer(name string) error {
+	s, err := e.server(name)
+	if err != nil {
+		return err
+	}
+	return s.Stop()
+}
+
+func (e *Env) startServer(name string) error {
+	s, err := e.server(name)
+	if err != nil {
+		return err
+	}
+	return s.Start()
+}
+
+func (e *Env) server(name string) (*localstack.Server, error) {
+	s := map[string]*localstack.Server{kafkaServer: e.kafka, postgresServer: e.pg}[name]
+	if s == nil {
+		return nil, fmt.Errorf("%s is not a server of this run's own", name)
+	}
+	return s, nil
+}
+
+// Start brings the private servers up.
+func (e *Env) Start(ctx context.Context) error {
+	if err := os.MkdirAll(e.LogDir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"orders", "ledger", "notifications"} {
+		if _, err := os.Stat(filepath.Join(e.Bin, name)); err != nil {
+			return fmt.Errorf("binary %s not found in %s (go build -o %s ./services/...): %w", name, e.Bin, e.Bin, err)
+		}
+	}
+	var err error
+	if e.pg, err = localstack.NewPostgres(); err != nil {
+		return err
+	}
+	if err := e.pg.Start(); err != nil {
+		return err
+	}
+	if e.kafka, err = localstack.NewKafka(); err != nil {
+		return err
+	}
+	if err := e.kafka.Start(); err != nil {
+		return err
+	}
+	e.adminURL, e.brokers = e.pg.AdminURL(), e.kafka.Brokers()
+	if err := migrate.Bootstrap(ctx, e.adminURL, migrate.Defaults()); err != nil {
+		return err
+	}
+	smtpPort, err := localstack.FreePort()
+	if err != nil {
+		return err
+	}
+	apiPort, err := localstack.FreePort()
+	if err != nil {
+		return err
+	}
+	e.smtp = fmt.Sprintf("127.0.0.1:%d", smtpPort)
+	dir, err := os.MkdirTemp("", "paylab-mailpit-")
+	if err != nil {
+		return err
+	}
+	e.mailpit = &supervise.Process{
+		Name: "mailpit", Path: e.Mailpit,
+		Args: []string{"--smtp", e.smtp, "--listen", fmt.Sprintf("127.0.0.1:%d", apiPort),
+			"--database", filepath.Join(dir, "mailpit.db"), "--max", "0", "--disable-version-check", "--quiet"},
+		ReadyURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", apiPort),
+		Restart:  true,
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return e.mailpit.Start(sctx)
+}
+
+// Stop removes the private servers and their data.
+func (e *Env) Stop() {
+	if e.mailpit != nil {
+		e.mailpit.Stop(5 * time.Second)
+	}
+	if e.kafka != nil {
+		_ = e.kafka.Remove()
+	}
+	if e.pg != nil {
+		_ = e.pg.Remove()
+	}
+}
+
+// database creates a fresh, migrated database for service, owned by its role,
+// and returns its URL.
+func (e *Env) database(ctx context.Context, service, name string) (string, error) {
+	return migrate.Fresh(ctx, e.adminURL, name, service, service, service)
+}
+
+// topic creates a topic and its dead-letter topic.
+func (e *Env) topic(name string) error {
+	admin, err := sarama.NewClusterAdmin(e.brokers, broker.Config("paylab-chaos"))
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	for _, t := range []string{name, name + ".dlq"} {
+		if err := broker.EnsureTopic(admin, t, 6); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package chaosrun
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paylab/paylab/internal/lab/loadgen"
+	"github.com/paylab/paylab/internal/platform/chaos"
+)
+
+// Scenarios lists every scenario, in the order `all` runs them.
+func Scenarios() []Scenario {
+	outbox := options{mode: "outbox", inboxEnabled: true, relays: 2, leaseTTL: 10 * time.Second}
+	with := func(o options, f func(*options)) options { f(&o); return o }
+	return []Scenario{
+		{
+			Name:        "naive-crash-after-commit",
+			Description: "naive mode: the API crashes after committing, before publishing",
+			opts:        with(outbox, func(o *options) { o.mode = "naive" }),
+			expect:      Lost,
+			during:      crashAt(func(d *Deployment) *Process { return d.Orders }, "orders.after_commit_before_publish"),
+		},
+		{
+			Name:        "naive-publish-first-rollback",
+			Description: "naive publish-first: the transaction fails after the event was published",
+			opts:        with(outbox, func(o *options) { o.mode = "naive-publish-first" }),
+			expect:      Phantom,
+			during:      failSometimes("orders.after_publish_before_commit", 0.05),
+		},
+		{
+			Name:        "outbox-crash-after-commit",
+			Description: "outbox: the API crashes after committing (same point as the naive run)",
+			opts:        outbox,
+			expect:      Clean,
+			during:      crashAt(func(d *Deployment) *Process { return d.Orders }, "orders.after_commit_before_publish"),
+		},
+		{
+			Name:        "outbox-fail-before-commit",
+			Description: "outbox: the transaction fails before commit (same point as publish-first)",
+			opts:        outbox,
+			expect:      Clean,
+			during:      failSometimes("orders.before_commit", 0.05),
+		},
+		{
+			Name:        "relay-crash-after-publish",
+			Description: "a relay crashes after publishing, before marking the rows dispatched",
+			opts:        outbox,
+			expect:      CleanWithWireDuplicates,
+			minRelays:   1,
+			during:      crashAt(func(d *Deployment) *Process { return d.Relays[0] }, "relay.after_publish_before_mark"),
+		},
+		{
+			Name:        "relay-crash-after-publish-inbox-off",
+			Description: "the same with INBOX_ENABLED=false: the duplicates reach the effects",
+			opts:        with(outbox, func(o *options) { o.inboxEnabled = false }),
+			expect:      DuplicateEffects,
+			minRelays:   1,
+			during:      crashAt(func(d *Deployment) *Process { return d.Relays[0] }, "relay.after_publish_before_mark"),
+		},
+		{
+			Name:        "relay-killed-holding-leases",
+			Description: "several relays; one is killed while it holds leased rows",
+			opts:        with(outbox, func(o *options) { o.relays, o.leaseTTL = 3, 3*time.Second }),
+			expect:      Clean,
+			minRelays:   2,
+			during:      killRelayHoldingLeases,
+		},
+		{
+			Name:        "ledger-crash-before-offset-commit",
+			Description: "the ledger crashes after applying, before committing its Kafka offset",
+			opts:        outbox,
+			expect:      Clean,
+			during:      crashAt(func(d *Deployment) *Process { return d.Ledger }, "ledger.after_apply_before_offset_commit"),
+		},
+		{
+			Name:        "kafka-down",
+			Description: "Kafka is stopped under load, then started again",
+			opts:        outbox,
+			expect:      Clean,
+			stops:       kafkaServer,
+			during:      kafkaDown,
+		},
+		{
+			Name:        "postgres-restart",
+			Description: "PostgreSQL is restarted under load",
+			opts:        outbox,
+			expect:      Clean,
+			stops:       postgresServer,
+			during:      postgresRestart,
+		},
+	}
+}
+
+// crashAt crashes the process that pick returns at point, Crashes times,
+// letting its restart policy bring it back each time; the recovery is the
+// longest it took to be ready again.
+func crashAt(pick func(*Deployment) *Process, point string) func(context.Context, *Deployment, Sizes) (string, time.Duration, error) {
+	return func(ctx context.Context, d *Deployment, s Sizes) (string, time.Duration, error) {
+		p := pick(d)
+		n, back, err := p.CrashRepeatedly(ctx, point, s.Crashes)
+		note := fmt.Sprintf("%s crashed %d× at %s", p.Name, n, point)
+		if n > 0 {
+			note += fmt.Sprintf(", ready again within %s", back.Round(10*time.Millisecond))
+		}
+		return note, back, err
+	}
+}
+
+// failSometimes arms an error with a probability at an orders step.
+func failSometimes(point string, p float64) func(context.Context, *Deployment, Sizes) (string, time.Duration, error) {
+	return func(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
+		err := d.Orders.Arm(ctx, point, chaos.Fault{Action: chaos.Error, Probability: p})
+		return fmt.Sprintf("%s fails with probability %.2f", point, p), 0, err
+	}
+}
+
+// publishLagThreshold is the OutboxPublishLag alert's threshold
+// (deploy/prometheus/alerts.yml).
+const publishLagThreshold = 30 * time.Second
+
+// kafkaDown stops the broker, places payments while it is down (they must
+// all succeed: capture does not depend on the broker), checks that the
+// publish-lag gauges rise, and measures how long the backlog takes to drain
+// once the broker is back.
+func kafkaDown(ctx context.Context, d *Deployment, s Sizes) (string, time.Duration, error) {
+	if err := d.servers.stopServer(kafkaServer); err != nil {
+		return "", 0, err
+	}
+	down := time.Now()
+	during, _ := loadgen.Run(ctx, loadgen.Config{
+		BaseURL: d.APIURL, Rate: 20, Count: max(1, int(s.Outage.Seconds()*20)), Seed: 99, Timeout: 30 * time.Second,
+	})
+	// Kafka stays down until the gauges (refreshed every RELAY_STATS_INTERVAL)
+	// show the backlog and its age: at least the outage, longer on a busy
+	// machine, never judged on how long the gauges took.
+	want := max(s.Outage.Seconds()/2, 1)
+	if s.Outage > publishLagThreshold {
+		want = publishLagThreshold.Seconds() + 1
+	}
+	var lag, pending float64
+	for wait := time.Until(down.Add(s.Outage)); ; wait = 250 * time.Millisecond {
+		pause(ctx, wait)
+		lag, _ = d.Relays[0].Metric(ctx, "paylab_outbox_oldest_pending_age_seconds")
+		pending, _ = d.Relays[0].Metric(ctx, "paylab_outbox_pending")
+		if (pending > 0 && lag >= want) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err := d.servers.startServer(kafkaServer); err != nil {
+		return "", 0, err
+	}
+	up := time.Now()
+	drained, err := d.waitOutboxEmpty(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	note := fmt.Sprintf("Kafka down %s: %d/%d payments captured meanwhile; pending rose to %.0f, oldest pending %.1fs (the OutboxPublishLag alert fires above 30s); drained %s after restart",
+		up.Sub(down).Round(100*time.Millisecond), during.StatusCode["201"], during.Requests, pending, lag, drained.Round(100*time.Millisecond))
+	switch {
+	case during.Requests == 0 || uint64(during.StatusCode["201"]) != during.Requests:
+		return note, drained, fmt.Errorf("payments failed while Kafka was down: %v", during.StatusCode)
+	case pending == 0 || lag < want:
+		return note, drained, fmt.Errorf("the publish-lag metrics did not rise during the outage")
+	case s.Outage > publishLagThreshold && lag <= publishLagThreshold.Seconds():
+		return note, drained, fmt.Errorf("the OutboxPublishLag condition (oldest pending > 30s) did not hold during a %s outage", s.Outage)
+	}
+	return note, drained, nil
+}
+
+// postgresRestart restarts the database while payments keep coming: they get
+// clean 503s during the outage, nothing is half written, nothing is lost.
+func postgresRestart(ctx context.Context, d *Deployment, s Sizes) (string, time.Duration, error) {
+	done := make(chan loadgen.Report, 1)
+	go func() {
+		rep, _ := loadgen.Run(ctx, loadgen.Config{BaseURL: d.APIURL, Rate: 20, Count: 200, Seed: 98, Timeout: 30 * time.Second})
+		done <- rep
+	}()
+	time.Sleep(time.Second)
+	if err := d.servers.stopServer(postgresServer); err != nil {
+		return "", 0, err
+	}
+	down := time.Now()
+	time.Sleep(2 * time.Second)
+	if err := d.servers.startServer(postgresServer); err != nil {
+		return "", 0, err
+	}
+	outage := time.Since(down)
+	during := <-done
+	drained, err := d.waitOutboxEmpty(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	half, err := d.halfWritten(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	note := fmt.Sprintf("PostgreSQL down %s: of %d payments meanwhile, %d captured, %d answered 503; %d orders half written; drained %s after restart",
+		outage.Round(100*time.Millisecond), during.Requests, during.StatusCode["201"], during.StatusCode["503"], half, drained.Round(100*time.Millisecond))
+	switch {
+	case half > 0:
+		return note, drained, fmt.Errorf("half-written state: %d orders", half)
+	case during.StatusCode["500"] > 0:
+		return note, drained, fmt.Errorf("%d payments answered 500 during the outage", during.StatusCode["500"])
+	}
+	return note, drained, nil
+}
+
+// waitOutboxEmpty waits until no undispatched outbox row is left.
+func (d *Deployment) waitOutboxEmpty(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	for {
+		conn, err := pgx.Connect(ctx, d.Src.OrdersURL)
+		if err == nil {
+			var n int
+			err = conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE dispatched_at IS NULL`).Scan(&n)
+			conn.Close(context.WithoutCancel(ctx))
+			if err == nil && n == 0 {
+				return time.Since(start), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), fmt.Errorf("outbox not drained: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// halfWritten counts captured orders whose OrderCaptured event is missing
+// from the outbox: a change committed without its event.
+func (d *Deployment) halfWritten(ctx context.Context) (int, error) {
+	conn, err := pgx.Connect(ctx, d.Src.OrdersURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM orders o WHERE o.status <> 'authorized'
+		AND NOT EXISTS (SELECT 1 FROM outbox x WHERE x.aggregate_id = o.id::text AND x.event_type = 'OrderCaptured')`).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,79 @@
+package chaosrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paylab/paylab/internal/lab/reconcile"
+	"github.com/paylab/paylab/internal/lab/supervise"
+)
+
+// Target is where scenarios run: the local supervisor (Env), which starts a
+// fresh deployment for each scenario, or a running docker compose
+// deployment (Compose). The scenarios are the same on both.
+type Target interface {
+	// Deploy returns the deployment scenario sc runs on, or an error
+	// wrapping ErrSkip that says what sc needs and the target lacks.
+	Deploy(ctx context.Context, sc Scenario) (*Deployment, error)
+	// Shared reports whether every scenario runs on one long-lived
+	// deployment; they then run one at a time, each judged on what it added.
+	Shared() bool
+}
+
+// ErrSkip marks a scenario the target cannot run as it is.
+var ErrSkip = errors.New("skipped")
+
+func skip(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrSkip, fmt.Sprintf(format, args...))
+}
+
+// Deployment is what a scenario drives and reconciles: the orders API, its
+// relays, the ledger and notifications, and where their state lives.
+type Deployment struct {
+	APIURL        string
+	Src           reconcile.Sources
+	Orders        *Process
+	Relays        []*Process
+	Ledger        *Process
+	Notifications *Process
+	LeaseTTL      time.Duration // the relays' RELAY_LEASE_TTL
+
+	servers    servers              // nil when the target cannot stop its servers
+	supervised []*supervise.Process // the local target's processes
+	stop       func()
+}
+
+// servers stops and starts the PostgreSQL server or Kafka broker a
+// deployment runs on, by the name a scenario's stops field gives.
+type servers interface {
+	stopServer(name string) error
+	startServer(name string) error
+}
+
+// Server names for Scenario.stops.
+const (
+	kafkaServer    = "Kafka"
+	postgresServer = "PostgreSQL"
+)
+
+func (d *Deployment) all() []*Process {
+	return append([]*Process{d.Orders, d.Ledger, d.Notifications}, d.Relays...)
+}
+
+// Stop ends what the target started for the deployment, if anything.
+func (d *Deployment) Stop() {
+	if d.stop != nil {
+		d.stop()
+	}
+}
+
+// disarm disarms every process's faults, waiting for each to be ready.
+func (d *Deployment) disarm(ctx context.Context) error {
+	var errs []error
+	for _, p := range d.all() {
+		errs = append(errs, p.disarm(ctx))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,206 @@
+package deploycheck
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/paylab/paylab/internal/lab/chaosrun"
+)
+
+func env(svc types.ServiceConfig, key string) string {
+	if v := svc.Environment[key]; v != nil {
+		return *v
+	}
+	return ""
+}
+
+func port(t *testing.T, svc types.ServiceConfig, key string) uint32 {
+	t.Helper()
+	p, ok, err := listenPort(svc, key)
+	if !ok || err != nil {
+		t.Fatalf("%s: no %s port: %v", svc.Name, key, err)
+	}
+	return p
+}
+
+// The chaos service reaches every process where the compose file makes it
+// listen — the relays by their service name, which resolves to every
+// replica — and reconciles the databases and topic the services use, with
+// the token and settings they were given, whatever .env sets.
+func TestComposeChaosReachesTheDeployment(t *testing.T) {
+	t.Parallel()
+	for _, dotEnv := range [][]string{nil, {
+		"CHAOS_TOKEN=a-token-of-my-own", "OUTBOX_MODE=naive", "INBOX_ENABLED=false",
+		"ORDERS_DB_PASSWORD=o1", "LEDGER_DB_PASSWORD=l1", "NOTIFICATIONS_DB_PASSWORD=n1",
+	}} {
+		project := loadCompose(t, dotEnv...)
+		s := project.Services
+		orders, relay, ledger, notifications, chaos := s["orders"], s["relay"], s["ledger"], s["notifications"], s["chaos"]
+		want := map[string]string{
+			"CHAOS_API_URL":                 fmt.Sprintf("http://orders:%d", port(t, orders, "HTTP_ADDR")),
+			"CHAOS_ORDERS_ADMIN_URL":        fmt.Sprintf("http://orders:%d", port(t, orders, "ADMIN_ADDR")),
+			"CHAOS_RELAY_DISCOVER":          fmt.Sprintf("%s:%d", relay.Name, port(t, relay, "ADMIN_ADDR")),
+			"CHAOS_LEDGER_ADMIN_URL":        fmt.Sprintf("http://ledger:%d", port(t, ledger, "ADMIN_ADDR")),
+			"CHAOS_NOTIFICATIONS_ADMIN_URL": fmt.Sprintf("http://notifications:%d", port(t, notifications, "ADMIN_ADDR")),
+			"ORDERS_DATABASE_URL":           env(orders, "DATABASE_URL"),
+			"LEDGER_DATABASE_URL":           env(ledger, "DATABASE_URL"),
+			"NOTIFICATIONS_DATABASE_URL":    env(notifications, "DATABASE_URL"),
+			"KAFKA_BROKERS":                 env(orders, "KAFKA_BROKERS"),
+			"CHAOS_TOKEN":                   env(orders, "CHAOS_TOKEN"),
+			"OUTBOX_MODE":                   env(orders, "OUTBOX_MODE"),
+			"INBOX_ENABLED":                 env(ledger, "INBOX_ENABLED"),
+		}
+		for key, w := range want {
+			if got := env(chaos, key); got != w || w == "" {
+				t.Errorf("%v: chaos sets %s=%q, want %q", dotEnv, key, got, w)
+			}
+		}
+		if _, ok := chaos.Environment["CHAOS_RELAY_ADMIN_URLS"]; ok {
+			t.Errorf("%v: chaos sets CHAOS_RELAY_ADMIN_URLS: relay containers have no fixed name; CHAOS_RELAY_DISCOVER finds them", dotEnv)
+		}
+		environ := map[string]string{}
+		for k, v := range chaos.Environment {
+			if v != nil {
+				environ[k] = *v
+			}
+		}
+		if _, err := chaosrun.LoadComposeConfig(environ); err != nil {
+			t.Errorf("%v: the chaos service's settings do not validate: %v", dotEnv, err)
+		}
+		for _, svc := range []types.ServiceConfig{relay, ledger, notifications} {
+			if env(svc, "CHAOS_TOKEN") != want["CHAOS_TOKEN"] || env(svc, "KAFKA_BROKERS") != want["KAFKA_BROKERS"] {
+				t.Errorf("%v: %s does not share the orders API's CHAOS_TOKEN and KAFKA_BROKERS", dotEnv, svc.Name)
+			}
+		}
+		if env(notifications, "INBOX_ENABLED") != want["INBOX_ENABLED"] {
+			t.Errorf("%v: ledger and notifications disagree on INBOX_ENABLED", dotEnv)
+		}
+	}
+}
+
+// From the host, `paylab chaos run --target compose` needs no setting: its
+// defaults are the ports compose publishes, the credentials and token
+// compose gives the services, and the defaults of what compose leaves
+// unset (the topic, the relays' lease TTL).
+func TestChaosDefaultsMatchCompose(t *testing.T) {
+	t.Parallel()
+	project := loadCompose(t)
+	cfg, err := chaosrun.LoadComposeConfig(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := project.Services
+	// published finds the service publishing hostPort and the container
+	// port it maps to.
+	published := func(hostPort string) (string, uint32) {
+		for name, svc := range s {
+			for _, p := range svc.Ports {
+				if p.Published == hostPort {
+					return name, p.Target
+				}
+			}
+		}
+		return "", 0
+	}
+	hostPort := func(raw string) string {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost" {
+			t.Errorf("%s is not on this host", raw)
+		}
+		return u.Port()
+	}
+	for _, c := range []struct{ url, service, listener string }{
+		{cfg.APIURL, "orders", "HTTP_ADDR"},
+		{cfg.OrdersAdminURL, "orders", "ADMIN_ADDR"},
+		{cfg.LedgerAdminURL, "ledger", "ADMIN_ADDR"},
+		{cfg.NotificationsAdminURL, "notifications", "ADMIN_ADDR"},
+	} {
+		svc, target := published(hostPort(c.url))
+		if svc != c.service || target != port(t, s[c.service], c.listener) {
+			t.Errorf("%s: published by %q to port %d, want %s's %s", c.url, svc, target, c.service, c.listener)
+		}
+	}
+	if len(cfg.RelayAdminURLs) != 0 || len(s["relay"].Ports) != 0 {
+		t.Error("relays: compose publishes no port for them, so the runner has no default admin URL")
+	}
+	// The databases: the services' URLs, through the published port.
+	for db, dbURL := range map[string]string{"orders": cfg.OrdersURL, "ledger": cfg.LedgerURL, "notifications": cfg.NotificationsURL} {
+		svc, target := published(hostPort(dbURL))
+		inNetwork := env(s[db], "DATABASE_URL")
+		if svc != "postgres" || target != 5432 || !strings.Contains(inNetwork, "@postgres:5432/") ||
+			strings.Replace(inNetwork, "@postgres:5432/", "@127.0.0.1:"+hostPort(dbURL)+"/", 1) != dbURL {
+			t.Errorf("%s database: default %s, compose gives the service %s (postgres published as %q → %d)", db, dbURL, inNetwork, svc, target)
+		}
+	}
+	// Kafka: the published port is the external listener, advertised on it.
+	host, kport, _ := net.SplitHostPort(cfg.KafkaBrokers)
+	svc, target := published(kport)
+	kafka := s["kafka"]
+	if host != "127.0.0.1" || svc != "kafka" ||
+		!strings.Contains(env(kafka, "KAFKA_LISTENERS"), fmt.Sprintf("EXTERNAL://:%d", target)) ||
+		!strings.Contains(env(kafka, "KAFKA_ADVERTISED_LISTENERS"), "EXTERNAL://localhost:"+kport) {
+		t.Errorf("KAFKA_BROKERS default %s: published by %q to %d; kafka listens on %q, advertises %q",
+			cfg.KafkaBrokers, svc, target, env(kafka, "KAFKA_LISTENERS"), env(kafka, "KAFKA_ADVERTISED_LISTENERS"))
+	}
+	if cfg.Token != env(s["orders"], "CHAOS_TOKEN") || cfg.OutboxMode != env(s["orders"], "OUTBOX_MODE") ||
+		fmt.Sprint(cfg.InboxEnabled) != env(s["ledger"], "INBOX_ENABLED") {
+		t.Errorf("token, mode and inbox defaults %q %q %t differ from compose's", cfg.Token, cfg.OutboxMode, cfg.InboxEnabled)
+	}
+	orders, _ := envVars(t, binaries(t)["orders"])
+	for _, name := range []string{"orders", "relay", "ledger", "notifications"} {
+		for _, key := range []string{"ORDERS_TOPIC", "RELAY_LEASE_TTL"} {
+			if env(s[name], key) != "" {
+				t.Errorf("%s sets %s: the runner's default assumes compose leaves it unset", name, key)
+			}
+		}
+	}
+	ttl, err := time.ParseDuration(orders["RELAY_LEASE_TTL"])
+	if cfg.Topic != orders["ORDERS_TOPIC"] || err != nil || cfg.LeaseTTL != ttl {
+		t.Errorf("topic %q and lease TTL %s defaults differ from the services' %q and %q",
+			cfg.Topic, cfg.LeaseTTL, orders["ORDERS_TOPIC"], orders["RELAY_LEASE_TTL"])
+	}
+}
+
+// Nothing names a relay container: their names carry the project name (-p,
+// COMPOSE_PROJECT_NAME) and a replica number, so a fixed name would miss a
+// renamed project and every relay past the second after --scale relay=3.
+func TestComposeNamesNoRelayContainer(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`[A-Za-z0-9_.}-]+-relay-[0-9]+`).Find(src); m != nil {
+		t.Errorf("docker-compose.yml names a relay container: %s", m)
+	}
+	if strings.Contains(string(src), "paylab-relay-") {
+		t.Error("docker-compose.yml names a relay container (paylab-relay-)")
+	}
+	project := loadCompose(t)
+	if relay := project.Services["relay"]; relay.ContainerName != "" {
+		t.Errorf("relay: container_name %q; a scaled service cannot have one", relay.ContainerName)
+	}
+	// The chaos service is configured the same whatever the project is
+	// called.
+	renamed := loadCompose(t, "COMPOSE_PROJECT_NAME=elsewhere")
+	if renamed.Name != "elsewhere" {
+		t.Fatalf("COMPOSE_PROJECT_NAME not honoured: project %q", renamed.Name)
+	}
+	for key, v := range project.Services["chaos"].Environment {
+		if w := renamed.Services["chaos"].Environment[key]; v == nil || w == nil || *v != *w {
+			t.Errorf("chaos: %s differs between projects paylab and elsewhere", key)
+		}
+	}
+}

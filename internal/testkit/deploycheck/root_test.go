@@ -1,0 +1,4 @@
+package deploycheck
+
+// root is the repository's root, seen from this package.
+const root = "../../.."
