@@ -12,11 +12,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
 	"github.com/paylab/paylab/internal/lab/reconcile"
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/platform/envconfig"
 )
 
 // ComposeConfig is where a running docker compose deployment answers and how
@@ -56,11 +55,11 @@ type ComposeConfig struct {
 // LoadComposeConfig reads a ComposeConfig from environ (variable → value)
 // and validates it.
 func LoadComposeConfig(environ map[string]string) (ComposeConfig, error) {
-	cfg, err := env.ParseAsWithOptions[ComposeConfig](env.Options{Environment: environ})
+	cfg, err := envconfig.Load(environ, ComposeConfig{}, ComposeConfig.Validate)
 	if err != nil {
 		return cfg, fmt.Errorf("compose target: %w", err)
 	}
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
 // Validate reports every unusable setting, naming its variable.
