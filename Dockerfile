@@ -3,6 +3,9 @@
 # the notifications consumer and the paylab CLI. Static binaries on a
 # distroless, non-root runtime.
 FROM golang:1.26 AS build
+# go.mod's toolchain line names the patch release to build with; the go
+# command fetches it from the module proxy when the image's Go is older.
+ENV GOTOOLCHAIN=auto
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
