@@ -28,7 +28,7 @@ func TestStepCostsAFixedNumberOfStatements(t *testing.T) {
 	icfg := Config{Handlers: map[string]Handler{"OrderCaptured": noop, "OrderRefunded": noop},
 		BatchHandler: func(context.Context, pgx.Tx, []Message) error { return nil }}
 	icfg = icfg.withDefaults()
-	m, err := newMetrics(prometheus.NewRegistry(), handlerTypes(icfg.Handlers))
+	m, err := newMetrics(prometheus.NewRegistry(), DefaultMetricPrefix, handlerTypes(icfg.Handlers))
 	if err != nil {
 		t.Fatal(err)
 	}

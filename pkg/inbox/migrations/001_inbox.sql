@@ -4,7 +4,7 @@
 -- A row is 'received' while it waits for an earlier event of its aggregate
 -- (a sequence gap), 'processed' once its effect committed, 'failed' once it
 -- was dead-lettered. Processed rows are pruned after INBOX_RETENTION.
-CREATE TABLE inbox (
+CREATE TABLE /* TEMPLATE: table */inbox (
     event_id        uuid        PRIMARY KEY,
     event_type      text        NOT NULL,
     source          text        NOT NULL DEFAULT '',
@@ -23,19 +23,19 @@ CREATE TABLE inbox (
     kafka_partition integer     NOT NULL,
     kafka_offset    bigint      NOT NULL
 );
-CREATE INDEX inbox_processed_at_idx ON inbox (processed_at) WHERE status = 'processed';
+CREATE INDEX /* TEMPLATE: table */inbox_processed_at_idx ON /* TEMPLATE: table */inbox (processed_at) WHERE status = 'processed';
 -- Parked events (status received) are looked up by aggregate and sequence.
-CREATE INDEX inbox_parked_idx ON inbox (aggregate_id, sequence) WHERE status = 'received';
+CREATE INDEX /* TEMPLATE: table */inbox_parked_idx ON /* TEMPLATE: table */inbox (aggregate_id, sequence) WHERE status = 'received';
 
 -- The highest sequence applied per aggregate: an event is applied only when
 -- its sequence is the next one, so a refund never overtakes its capture.
 -- One small row per aggregate; it is not pruned.
-CREATE TABLE inbox_sequences (
+CREATE TABLE /* TEMPLATE: table */inbox_sequences (
     aggregate_id     text        PRIMARY KEY,
     applied_sequence bigint      NOT NULL DEFAULT 0,
     updated_at       timestamptz NOT NULL DEFAULT now()
 );
 
 -- +goose Down
-DROP TABLE inbox_sequences;
-DROP TABLE inbox;
+DROP TABLE /* TEMPLATE: table */inbox_sequences;
+DROP TABLE /* TEMPLATE: table */inbox;

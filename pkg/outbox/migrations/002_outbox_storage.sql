@@ -8,7 +8,7 @@
 --  * autovacuum runs after 1 000 dead rows + 1 % of the table (default 50 +
 --    20 %), analyze after 1 000 + 2 %, and without cost-based sleeping, so a
 --    vacuum keeps up with the relay instead of lagging behind it.
-ALTER TABLE outbox SET (
+ALTER TABLE /* TEMPLATE: table */outbox SET (
     fillfactor = 80,
     autovacuum_vacuum_threshold = 1000,
     autovacuum_vacuum_scale_factor = 0.01,
@@ -20,7 +20,7 @@ ALTER TABLE outbox SET (
 );
 
 -- +goose Down
-ALTER TABLE outbox RESET (
+ALTER TABLE /* TEMPLATE: table */outbox RESET (
     fillfactor,
     autovacuum_vacuum_threshold,
     autovacuum_vacuum_scale_factor,

@@ -10,7 +10,7 @@
 -- the same rows; the relay's throughput roughly doubles (the figures are in
 -- the commit that added this migration). Existing pages keep their fill
 -- until they are rewritten (VACUUM FULL) or replaced by new inserts.
-ALTER TABLE outbox SET (fillfactor = 50);
+ALTER TABLE /* TEMPLATE: table */outbox SET (fillfactor = 50);
 
 -- +goose Down
-ALTER TABLE outbox SET (fillfactor = 80);
+ALTER TABLE /* TEMPLATE: table */outbox SET (fillfactor = 80);

@@ -3,7 +3,7 @@
 -- as the business change. A relay publishes rows whose dispatched_at IS NULL and
 -- then sets dispatched_at. Relays share the work through leases (lease_owner,
 -- leased_until), which expire on the database clock.
-CREATE TABLE outbox (
+CREATE TABLE /* TEMPLATE: table */outbox (
     id             bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     event_id       uuid        NOT NULL UNIQUE,
     aggregate_type text        NOT NULL,
@@ -27,11 +27,11 @@ CREATE TABLE outbox (
 
 -- The relay's scan touches only undispatched rows: the partial indexes stay as
 -- small as the backlog, however long the dispatched history grows.
-CREATE INDEX outbox_pending_idx ON outbox (id) WHERE dispatched_at IS NULL;
-CREATE INDEX outbox_pending_aggregate_idx ON outbox (aggregate_type, aggregate_id, sequence)
+CREATE INDEX /* TEMPLATE: table */outbox_pending_idx ON /* TEMPLATE: table */outbox (id) WHERE dispatched_at IS NULL;
+CREATE INDEX /* TEMPLATE: table */outbox_pending_aggregate_idx ON /* TEMPLATE: table */outbox (aggregate_type, aggregate_id, sequence)
     WHERE dispatched_at IS NULL;
 -- Retention deletes dispatched rows by age.
-CREATE INDEX outbox_dispatched_at_idx ON outbox (dispatched_at) WHERE dispatched_at IS NOT NULL;
+CREATE INDEX /* TEMPLATE: table */outbox_dispatched_at_idx ON /* TEMPLATE: table */outbox (dispatched_at) WHERE dispatched_at IS NOT NULL;
 
 -- +goose Down
-DROP TABLE outbox;
+DROP TABLE /* TEMPLATE: table */outbox;
