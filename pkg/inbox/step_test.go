@@ -3,7 +3,6 @@ package inbox
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -32,7 +31,7 @@ func TestStepCostsAFixedNumberOfStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &engine{pool: pool, cfg: icfg, m: m, log: slog.New(slog.DiscardHandler)}
+	e := newEngine(pool, icfg, m)
 
 	for _, n := range []int{1, 10, 300} {
 		var msgs []Message
