@@ -113,6 +113,11 @@ lint: verify $(STATICCHECK) $(GOVULNCHECK) $(VULNDB_DIR) ## verify, then staticc
 
 ## ---- tests ----
 
+.PHONY: example-test
+example-test: env-up ## test examples/shop, a separate module adopting pkg/outbox and pkg/inbox, against the real stack
+	@echo "--- example: examples/shop adopts the packages with its own table names"
+	@cd examples/shop && go test -count=1 ./...
+
 .PHONY: bench
 bench: env-up build ## measure each stage against a raw baseline, as ratios (about 10 minutes; JSON in results/)
 	@bin/paylab bench
@@ -127,6 +132,7 @@ test: lint env-up $(MAILPIT) ## lint (vet, generated code, staticcheck, govulnch
 	@go test $(GO_TEST_FLAGS) -v -run '^TestSmoke' ./internal/testkit/smoke/
 	@echo "--- all tests"
 	@go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /internal/testkit/smoke)
+	@$(MAKE) --no-print-directory example-test
 	@echo "--- fuzz: the request decoders, briefly"
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=4s
 	@echo "--- chaos: the hole in naive and inbox-off mode, closed with outbox + inbox"

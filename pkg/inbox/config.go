@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -37,8 +38,21 @@ const (
 	DeadLettered Outcome = "dead_lettered" // sent to the dead-letter topic, inbox status failed
 )
 
-// Config configures a Runner. Zero values take the documented defaults.
+// Config configures a Runner (and Redrive, Prune, Migrate, which use only
+// some of its fields). The zero value of every optional field takes the
+// default documented on it; Brokers, Topic, Group and Handlers are required
+// by NewRunner.
 type Config struct {
+	// Table is the inbox table, created by Migrations/Migrate for this name
+	// together with <Table>_sequences (the applied sequence of every
+	// aggregate); index names derive from it. A lower-case SQL identifier of
+	// at most 40 characters. Default "inbox".
+	Table string
+	// MetricPrefix starts the name of every inbox metric, e.g.
+	// <prefix>_processed_total. Default "paylab_inbox" for the default
+	// table, the table's name otherwise.
+	MetricPrefix string
+
 	Brokers []string // Kafka bootstrap servers (required)
 	Topic   string   // topic to consume (required)
 	Group   string   // consumer group id (required)
@@ -108,34 +122,48 @@ type Config struct {
 	Registerer prometheus.Registerer // metrics; default: a private registry
 }
 
-func (c *Config) withDefaults() Config {
-	out := *c
+// Defaults.
+const (
+	DefaultTable             = "inbox"
+	DefaultMetricPrefix      = "paylab_inbox"
+	DefaultBatchSize         = 1
+	DefaultMaxAttempts       = 5
+	DefaultRetryBackoff      = 100 * time.Millisecond
+	DefaultMaxRetryBackoff   = 2 * time.Second
+	DefaultHandlerTimeout    = 10 * time.Second
+	DefaultRetentionInterval = time.Minute
+	DefaultRetentionBatch    = 1000
+	DefaultSweepInterval     = 5 * time.Second
+	// DefaultDeadLetterSuffix is appended to Topic for the default
+	// DeadLetterTopic.
+	DefaultDeadLetterSuffix = ".dlq"
+)
+
+// withDefaults returns c with its zero fields set to the defaults.
+func (c Config) withDefaults() Config {
+	out := c
+	out.withNames()
 	if out.DeadLetterTopic == "" {
-		out.DeadLetterTopic = out.Topic + ".dlq"
+		out.DeadLetterTopic = out.Topic + DefaultDeadLetterSuffix
 	}
+	set := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set(&out.RetryBackoff, DefaultRetryBackoff)
+	set(&out.MaxRetryBackoff, DefaultMaxRetryBackoff)
+	set(&out.HandlerTimeout, DefaultHandlerTimeout)
+	set(&out.RetentionInterval, DefaultRetentionInterval)
+	set(&out.SweepInterval, DefaultSweepInterval)
 	if out.BatchSize == 0 {
-		out.BatchSize = 1
+		out.BatchSize = DefaultBatchSize
 	}
 	if out.MaxAttempts == 0 {
-		out.MaxAttempts = 5
-	}
-	if out.RetryBackoff == 0 {
-		out.RetryBackoff = 100 * time.Millisecond
-	}
-	if out.MaxRetryBackoff == 0 {
-		out.MaxRetryBackoff = 2 * time.Second
-	}
-	if out.HandlerTimeout == 0 {
-		out.HandlerTimeout = 10 * time.Second
-	}
-	if out.RetentionInterval == 0 {
-		out.RetentionInterval = time.Minute
+		out.MaxAttempts = DefaultMaxAttempts
 	}
 	if out.RetentionBatch == 0 {
-		out.RetentionBatch = 1000
-	}
-	if out.SweepInterval == 0 {
-		out.SweepInterval = 5 * time.Second
+		out.RetentionBatch = DefaultRetentionBatch
 	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
@@ -146,8 +174,26 @@ func (c *Config) withDefaults() Config {
 	return out
 }
 
-// Validate reports the first invalid setting.
-func (c *Config) Validate() error {
+// withNames sets the zero names (table, metric prefix) to their defaults.
+func (c *Config) withNames() {
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if c.MetricPrefix == "" {
+		c.MetricPrefix = DefaultMetricPrefix
+		if c.Table != DefaultTable {
+			c.MetricPrefix = c.Table
+		}
+	}
+}
+
+// metricPrefix is what Config.MetricPrefix accepts.
+var metricPrefix = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+
+// Validate reports the first invalid setting: a required field missing
+// (Brokers, Topic, Group, Handlers, which NewRunner needs) or a value that
+// cannot work.
+func (c Config) Validate() error {
 	switch {
 	case len(c.Brokers) == 0:
 		return errors.New("inbox: Brokers is empty")
@@ -157,6 +203,20 @@ func (c *Config) Validate() error {
 		return errors.New("inbox: Group is empty")
 	case len(c.Handlers) == 0:
 		return errors.New("inbox: no Handlers")
+	}
+	return c.validateOptional()
+}
+
+// validateOptional checks the fields that have defaults.
+func (c Config) validateOptional() error {
+	c.withNames()
+	if err := validateTable(c.Table); err != nil {
+		return fmt.Errorf("inbox: %w", err)
+	}
+	if !metricPrefix.MatchString(c.MetricPrefix) {
+		return fmt.Errorf("inbox: metric prefix %q is not a Prometheus metric name", c.MetricPrefix)
+	}
+	switch {
 	case c.BatchSize < 0:
 		return fmt.Errorf("inbox: BatchSize %d is negative", c.BatchSize)
 	case c.MaxAttempts < 0:

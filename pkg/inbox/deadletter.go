@@ -9,8 +9,6 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/paylab/paylab/pkg/inbox/internal/inboxdb"
 )
 
 // Headers added to a dead-lettered message, next to all of its original
@@ -64,7 +62,7 @@ func (e *engine) deadLetter(ctx context.Context, msg Message, reason string, cau
 		duplicate := false
 		err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
 			if !e.cfg.Disabled && msg.ID != uuid.Nil {
-				q := inboxdb.New(tx)
+				q := e.queries(tx)
 				status, err := q.Status(ctx, msg.ID)
 				switch {
 				case err == nil && status != "received":

@@ -43,15 +43,17 @@
 //
 // # Ordering
 //
-// Events carrying a sequence (ce_sequence, with the aggregate id in
+// The sequence contract is the one of outbox.Event.Sequence. Events
+// carrying a sequence (ce_sequence ≥ 1, with the aggregate id in
 // ce_subject) are applied strictly in sequence per aggregate; the highest
-// applied sequence is kept in inbox_sequences. An event that arrives early (a
+// applied sequence is kept in <Table>_sequences. An event that arrives early (a
 // refund before its capture, e.g. published by another relay) is recorded
 // with status received — parked — and its offset is marked: the partition
 // keeps moving. When the missing event is applied, the parked ones behind it
 // are applied in order, each in its own transaction; a periodic sweep does the
 // same after a crash. An event whose sequence was already applied is a
-// duplicate. Events without a sequence are applied as they come.
+// duplicate. Events without a sequence (Message.Sequence 0: unordered) are
+// applied as they come; a ce_sequence below 1 is undecodable.
 //
 // # Poison messages
 //
@@ -92,6 +94,25 @@
 // Config.Disabled runs each delivery's handler with no inbox at all. It
 // exists only to demonstrate that duplicates then produce duplicate effects.
 //
-// The tables are created by db/migrations/ledger/00001_inbox.sql (the same
-// file serves every consuming database); copy it with the package.
+// # Schema and configuration
+//
+// The package owns its tables. Its migrations ship inside it
+// (migrations/*.sql, embedded): Migrations(table) returns them rendered for
+// a table name, in version order, for the caller's own migration tool, and
+// Migrate(ctx, pool, cfg) applies them for callers without one.
+// Config.Table names the inbox table (default "inbox"); the applied
+// sequences live in <Table>_sequences and index names derive from it too.
+// The metric names (Config.MetricPrefix) default to "paylab_inbox" for the
+// default table and to the table's name otherwise. paylab's ledger and
+// notifications databases apply these migrations under their own goose
+// versions (db/migrations).
+//
+// # Metrics
+//
+// Registered on Config.Registerer, named Config.MetricPrefix + "_…"
+// (below with the default prefix): paylab_inbox_processed_total{type},
+// paylab_inbox_duplicates_total{type}, paylab_inbox_parked_total,
+// paylab_inbox_failed_total{reason}, paylab_inbox_dead_lettered_total{reason},
+// paylab_inbox_pruned_total, paylab_inbox_handler_duration_seconds{type},
+// paylab_inbox_consumer_lag{topic,partition}.
 package inbox

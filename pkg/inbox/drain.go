@@ -21,7 +21,7 @@ func (e *engine) drain(ctx context.Context, aggregate string) error {
 		var row inboxdb.Inbox
 		found := false
 		err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
-			q := inboxdb.New(tx)
+			q := e.queries(tx)
 			if err := q.EnsureSequence(ctx, aggregate); err != nil {
 				return fmt.Errorf("creating sequence of %s: %w", aggregate, err)
 			}
@@ -70,7 +70,7 @@ func (e *engine) drain(ctx context.Context, aggregate string) error {
 			}
 			return fmt.Errorf("event %s of %s failed: %w", msg.ID, aggregate, herr)
 		}
-		if err := inboxdb.New(e.pool).RecordAttemptError(ctx, inboxdb.RecordAttemptErrorParams{
+		if err := e.queries(e.pool).RecordAttemptError(ctx, inboxdb.RecordAttemptErrorParams{
 			EventID: msg.ID, LastError: ptr(herr.Error()),
 		}); err != nil {
 			return fmt.Errorf("recording attempt of %s: %w", msg.ID, err)
@@ -85,7 +85,7 @@ func (e *engine) drain(ctx context.Context, aggregate string) error {
 // sweep drains every aggregate whose next event is parked: a safety net for a
 // crash between applying an event and draining the ones it unblocked.
 func (e *engine) sweep(ctx context.Context) error {
-	aggregates, err := inboxdb.New(e.pool).ReadyAggregates(ctx, 100)
+	aggregates, err := e.queries(e.pool).ReadyAggregates(ctx, 100)
 	if err != nil {
 		return fmt.Errorf("listing aggregates with parked events: %w", err)
 	}

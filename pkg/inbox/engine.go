@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,6 +27,16 @@ type engine struct {
 	m    *metrics
 	log  *slog.Logger
 	dlq  deadLetterer // nil in Redrive: failures are recorded, not published
+	sql  *sync.Map    // the queries rendered for cfg.Table (schema.go)
+}
+
+func newEngine(pool *pgxpool.Pool, cfg Config, m *metrics) *engine {
+	return &engine{pool: pool, cfg: cfg, m: m, log: cfg.Logger, sql: new(sync.Map)}
+}
+
+// queries runs the inbox's queries on db against cfg.Table.
+func (e *engine) queries(db inboxdb.DBTX) *inboxdb.Queries {
+	return inboxdb.New(withTable(db, e.cfg.Table, e.sql))
 }
 
 // deliver processes one decoded delivery: handler failures (and AfterCommit

@@ -70,3 +70,57 @@ func ExampleRedrive() {
 	outcome, err := inbox.Redrive(ctx, pool, inbox.Config{Handlers: handlers}, eventID)
 	fmt.Println(outcome, err)
 }
+
+// A consumer with tables of its own names: Migrate creates shop_inbox and
+// shop_inbox_sequences (a no-op once they exist; a service with a migration
+// tool of its own takes the SQL from Migrations instead), and the Runner
+// records, dedupes and orders with them, its metrics named shop_inbox_*.
+func ExampleMigrate() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	pool, err := pgxpool.New(ctx, "postgres://shop:shop@127.0.0.1:55432/shop")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+
+	cfg := inbox.Config{
+		Table:   "shop_inbox",
+		Brokers: []string{"127.0.0.1:59092"},
+		Topic:   "cart-events",
+		Group:   "shop-fulfilment",
+		Handlers: map[string]inbox.Handler{
+			"CartCheckedOut": func(ctx context.Context, tx pgx.Tx, msg inbox.Message) error {
+				_, err := tx.Exec(ctx, "INSERT INTO shipments (cart_id) VALUES ($1)", msg.Subject)
+				return err
+			},
+		},
+	}
+	if err := inbox.Migrate(ctx, pool, cfg); err != nil {
+		fmt.Println(err)
+		return
+	}
+	runner, err := inbox.NewRunner(pool, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := runner.Run(ctx); err != nil {
+		fmt.Println(err)
+	}
+}
+
+// The schema for a migration tool of one's own: one file per version.
+func ExampleMigrations() {
+	ms, err := inbox.Migrations("shop_inbox")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, m := range ms {
+		fmt.Printf("%05d_%s.sql\n", m.Version, m.Name)
+	}
+	// Output:
+	// 00001_inbox.sql
+}

@@ -180,7 +180,7 @@ func TestPruneDeletesOnlyOldProcessedRowsInBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := inbox.Prune(ctx, f.pool, time.Hour, 7)
+	n, err := inbox.Prune(ctx, f.pool, inbox.Config{Retention: time.Hour, RetentionBatch: 7})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,11 +32,15 @@ var ErrUndecodable = errors.New("inbox: undecodable message")
 
 // Message is one consumed event.
 type Message struct {
-	ID            uuid.UUID // ce_id: the inbox key
-	Type          string    // ce_type, selects the Handler
-	Source        string    // ce_source
-	Subject       string    // ce_subject: the aggregate id (falls back to the message key)
-	Sequence      int64     // ce_sequence: position in the aggregate's history; 0 = unordered
+	ID      uuid.UUID // ce_id: the inbox key
+	Type    string    // ce_type, selects the Handler
+	Source  string    // ce_source
+	Subject string    // ce_subject: the aggregate id (falls back to the message key)
+	// Sequence is ce_sequence, the event's position in its aggregate's
+	// history (the contract of outbox.Event.Sequence): 1, 2, 3, … with no
+	// gaps, applied in that order per Subject; 0 when the header is absent:
+	// unordered, applied on arrival. A present ce_sequence must be ≥ 1.
+	Sequence      int64
 	SchemaVersion int       // ce_schemaversion; 0 when absent
 	Time          time.Time // ce_time; zero when absent
 	Data          json.RawMessage

@@ -18,33 +18,34 @@ type metrics struct {
 	lag          *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer, types []string) (*metrics, error) {
+// newMetrics registers the inbox metrics, named prefix_<name>.
+func newMetrics(reg prometheus.Registerer, prefix string, types []string) (*metrics, error) {
 	m := &metrics{
 		processed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "paylab_inbox_processed_total", Help: "Events whose effect committed.",
+			Name: prefix + "_processed_total", Help: "Events whose effect committed.",
 		}, []string{"type"}),
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "paylab_inbox_duplicates_total", Help: "Deliveries skipped because the event was seen before.",
+			Name: prefix + "_duplicates_total", Help: "Deliveries skipped because the event was seen before.",
 		}, []string{"type"}),
 		parked: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "paylab_inbox_parked_total", Help: "Events held because an earlier event of their aggregate had not been applied.",
+			Name: prefix + "_parked_total", Help: "Events held because an earlier event of their aggregate had not been applied.",
 		}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "paylab_inbox_failed_total", Help: "Failed handler attempts and undecodable messages.",
+			Name: prefix + "_failed_total", Help: "Failed handler attempts and undecodable messages.",
 		}, []string{"reason"}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "paylab_inbox_dead_lettered_total", Help: "Messages sent to the dead-letter topic.",
+			Name: prefix + "_dead_lettered_total", Help: "Messages sent to the dead-letter topic.",
 		}, []string{"reason"}),
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "paylab_inbox_pruned_total", Help: "Processed inbox rows deleted after the retention window.",
+			Name: prefix + "_pruned_total", Help: "Processed inbox rows deleted after the retention window.",
 		}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "paylab_inbox_handler_duration_seconds",
+			Name:    prefix + "_handler_duration_seconds",
 			Help:    "Duration of successful handler transactions.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"type"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "paylab_inbox_consumer_lag",
+			Name: prefix + "_consumer_lag",
 			Help: "Messages between a partition's high-water mark and the last marked offset.",
 		}, []string{"topic", "partition"}),
 	}

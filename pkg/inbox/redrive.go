@@ -19,16 +19,19 @@ import (
 // Parked). If the handler fails again the event stays failed and the error is
 // returned. An event that is not failed gives ErrNotFailed.
 func Redrive(ctx context.Context, pool *pgxpool.Pool, cfg Config, eventID uuid.UUID) (Outcome, error) {
+	if err := cfg.validateOptional(); err != nil {
+		return "", err
+	}
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Registerer, handlerTypes(cfg.Handlers))
+	m, err := newMetrics(cfg.Registerer, cfg.MetricPrefix, handlerTypes(cfg.Handlers))
 	if err != nil {
 		return "", fmt.Errorf("inbox: registering metrics: %w", err)
 	}
-	e := &engine{pool: pool, cfg: cfg, m: m, log: cfg.Logger}
+	e := newEngine(pool, cfg, m)
 
 	var row inboxdb.Inbox
 	err = withTx(ctx, pool, func(tx pgx.Tx) error {
-		q := inboxdb.New(tx)
+		q := e.queries(tx)
 		n, err := q.ResetFailed(ctx, eventID)
 		if err != nil {
 			return fmt.Errorf("resetting event %s: %w", eventID, err)
@@ -51,7 +54,7 @@ func Redrive(ctx context.Context, pool *pgxpool.Pool, cfg Config, eventID uuid.U
 	})
 	var herr *handlerError
 	if errors.As(err, &herr) {
-		if err := inboxdb.New(pool).MarkFailed(ctx, inboxdb.MarkFailedParams{EventID: eventID, LastError: ptr(herr.Error())}); err != nil {
+		if err := e.queries(pool).MarkFailed(ctx, inboxdb.MarkFailedParams{EventID: eventID, LastError: ptr(herr.Error())}); err != nil {
 			return "", errors.Join(herr, fmt.Errorf("marking %s failed again: %w", eventID, err))
 		}
 		return "", herr
@@ -64,7 +67,7 @@ func Redrive(ctx context.Context, pool *pgxpool.Pool, cfg Config, eventID uuid.U
 			return "", err
 		}
 	}
-	status, err := inboxdb.New(pool).Status(ctx, eventID)
+	status, err := e.queries(pool).Status(ctx, eventID)
 	if err != nil {
 		return "", fmt.Errorf("reading status of %s: %w", eventID, err)
 	}

@@ -35,12 +35,12 @@ func NewRunner(pool *pgxpool.Pool, cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Registerer, handlerTypes(cfg.Handlers))
+	m, err := newMetrics(cfg.Registerer, cfg.MetricPrefix, handlerTypes(cfg.Handlers))
 	if err != nil {
 		return nil, fmt.Errorf("inbox: registering metrics: %w", err)
 	}
 	r := &Runner{cfg: cfg, pool: pool, m: m}
-	r.eng = &engine{pool: pool, cfg: cfg, m: m, log: cfg.Logger}
+	r.eng = newEngine(pool, cfg, m)
 	return r, nil
 }
 
@@ -132,7 +132,7 @@ func (r *Runner) every(ctx context.Context, d time.Duration, what string, fn fun
 }
 
 func (r *Runner) prune(ctx context.Context) error {
-	n, err := Prune(ctx, r.pool, r.cfg.Retention, r.cfg.RetentionBatch)
+	n, err := Prune(ctx, r.pool, r.cfg)
 	r.m.pruned.Add(float64(n))
 	return err
 }

@@ -40,7 +40,7 @@ func (e *engine) step(ctx context.Context, tx pgx.Tx, msgs []Message) ([]Outcome
 		}
 		return outcomes, nil, e.applyAll(ctx, tx, msgs)
 	}
-	q := inboxdb.New(tx)
+	q := e.queries(tx)
 	fresh, applied, err := recordAndLock(ctx, q, msgs)
 	if err != nil {
 		return nil, nil, err

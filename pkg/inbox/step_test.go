@@ -3,7 +3,6 @@ package inbox
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -28,11 +27,11 @@ func TestStepCostsAFixedNumberOfStatements(t *testing.T) {
 	icfg := Config{Handlers: map[string]Handler{"OrderCaptured": noop, "OrderRefunded": noop},
 		BatchHandler: func(context.Context, pgx.Tx, []Message) error { return nil }}
 	icfg = icfg.withDefaults()
-	m, err := newMetrics(prometheus.NewRegistry(), handlerTypes(icfg.Handlers))
+	m, err := newMetrics(prometheus.NewRegistry(), DefaultMetricPrefix, handlerTypes(icfg.Handlers))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &engine{pool: pool, cfg: icfg, m: m, log: slog.New(slog.DiscardHandler)}
+	e := newEngine(pool, icfg, m)
 
 	for _, n := range []int{1, 10, 300} {
 		var msgs []Message

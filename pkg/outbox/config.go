@@ -6,14 +6,29 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Config tunes a Relay. The zero value is usable: every zero field takes the
-// default documented on it.
+// Config configures the outbox: the table, its notification channel and
+// metric names (shared by NewWriter and NewRelay, so both must get the same
+// values), and the relay's tuning. The zero value is usable: every zero field
+// takes the default documented on it.
 type Config struct {
+	// Table is the outbox table, created by Migrations/Migrate for this
+	// name; the names of its indexes derive from it. A lower-case SQL
+	// identifier of at most 40 characters. Default "outbox".
+	Table string
+	// Channel is the LISTEN/NOTIFY channel Enqueue signals on commit and the
+	// relay listens on. Default "paylab_outbox" for the default table, the
+	// table's name otherwise.
+	Channel string
+	// MetricPrefix starts the name of every relay metric, e.g.
+	// <prefix>_pending. Default "paylab_outbox" for the default table, the
+	// table's name otherwise.
+	MetricPrefix string
 	// ID names this relay in lease_owner; it must differ between relays
 	// running at the same time. Default: hostname-pid.
 	ID string
@@ -80,6 +95,9 @@ type Config struct {
 
 // Defaults.
 const (
+	DefaultTable             = "outbox"
+	DefaultChannel           = "paylab_outbox"
+	DefaultMetricPrefix      = "paylab_outbox"
 	DefaultBatchSize         = 500
 	DefaultLeaseTTL          = 30 * time.Second
 	DefaultPollInterval      = time.Second
@@ -95,6 +113,7 @@ const (
 
 // withDefaults returns c with its zero fields set to the defaults.
 func (c Config) withDefaults() Config {
+	c.withNames()
 	if c.ID == "" {
 		host, _ := os.Hostname()
 		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -131,10 +150,42 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first setting that cannot work, after defaults.
+// withNames sets the zero names (table, channel, metric prefix) to their
+// defaults; the other fields are left as they are.
+func (c *Config) withNames() {
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if c.Channel == "" {
+		c.Channel = DefaultChannel
+		if c.Table != DefaultTable {
+			c.Channel = c.Table
+		}
+	}
+	if c.MetricPrefix == "" {
+		c.MetricPrefix = DefaultMetricPrefix
+		if c.Table != DefaultTable {
+			c.MetricPrefix = c.Table
+		}
+	}
+}
+
+// metricPrefix is what Config.MetricPrefix accepts.
+var metricPrefix = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+
+// Validate reports the settings that cannot work, after defaults.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
+	if err := validateTable(c.Table); err != nil {
+		errs = append(errs, err)
+	}
+	if len(c.Channel) > 63 {
+		errs = append(errs, fmt.Errorf("channel %q is longer than 63 characters", c.Channel))
+	}
+	if !metricPrefix.MatchString(c.MetricPrefix) {
+		errs = append(errs, fmt.Errorf("metric prefix %q is not a Prometheus metric name", c.MetricPrefix))
+	}
 	if c.BatchSize < 1 || c.BatchSize > 10000 {
 		errs = append(errs, fmt.Errorf("batch size %d is not in [1, 10000]", c.BatchSize))
 	}

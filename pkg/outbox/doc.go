@@ -11,9 +11,32 @@
 // publishing and before marking publishes again; consumers deduplicate with
 // an inbox (package inbox) keyed by the event id.
 //
-// The table is created by the migration db/migrations/orders/00002_outbox.sql
-// (00010_outbox_storage.sql and 00011_outbox_hot_claims.sql tune its
-// storage); copy them with the package.
+// # Schema and configuration
+//
+// The package owns its table. Its migrations ship inside it
+// (migrations/*.sql, embedded): Migrations(table) returns them rendered for
+// a table name, in version order, for the caller's own migration tool, and
+// Migrate(ctx, pool, cfg) applies them for callers without one. Config.Table
+// names the table (default "outbox"; index names derive from it), and the
+// same Config given to NewWriter and NewRelay makes both use it. The
+// LISTEN/NOTIFY channel (Config.Channel) and the metric names
+// (Config.MetricPrefix) default to "paylab_outbox" for the default table and
+// to the table's name otherwise. paylab's orders database applies these
+// migrations under its own goose versions (db/migrations).
+//
+//	if err := outbox.Migrate(ctx, pool, outbox.Config{Table: "shop_outbox"}); err != nil { … }
+//	w, err := outbox.NewWriter(outbox.Config{Table: "shop_outbox"})
+//	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+//		// … the business change, with tx …
+//		return w.Enqueue(ctx, tx, outbox.Event{…})
+//	})
+//
+// Enqueue (the package function) writes to the default table. Both take the
+// caller's transaction as a Tx, which pgx.Tx satisfies.
+//
+// Event.Sequence is the contract with package inbox: 1, 2, 3, … per
+// aggregate are published (and applied by the inbox) in that order; 0 is an
+// unordered event, published without ce_sequence and applied on arrival.
 //
 // # The relay
 //
@@ -57,7 +80,8 @@
 // costs nothing) finds every committed row, whenever it commits.
 //
 // Per-aggregate order with N relays. Only the lowest-sequence undispatched
-// event of an aggregate is claimable (NOT EXISTS an older undispatched event
+// ordered event of an aggregate is claimable (unordered events, sequence 0,
+// always are) (NOT EXISTS an older undispatched event
 // of the same aggregate, served by the partial index on (aggregate_type,
 // aggregate_id, sequence)). So an aggregate's next event is claimed only
 // after the previous one was acknowledged and marked, by whichever relay:
@@ -117,7 +141,7 @@
 // an outage batch the same way and reports it in BatchResult.Outage; pausing
 // is then the caller's.
 //
-// Wake-up. Enqueue sends one NOTIFY per transaction on NotifyChannel (on
+// Wake-up. Enqueue sends one NOTIFY per transaction on Config.Channel (on
 // commit only). Each relay LISTENs on a dedicated connection and runs a
 // round at once; lost notifications are covered by polling every
 // PollInterval, and a dropped listener connection is reopened (and followed
@@ -128,14 +152,15 @@
 // Retention. Dispatched rows older than Retention are deleted every
 // RetentionInterval, RetentionBatch rows per statement (no long locks, no
 // huge transactions), on the database clock. Pending and parked rows are
-// never deleted. The table is a queue: migrations 00010 and 00011 set
+// never deleted. The table is a queue: migrations 2 and 3 set
 // fillfactor 50 (HOT updates of the lease columns) and an aggressive autovacuum
 // (vacuum after 1 000 dead rows + 1 %, analyze after 1 000 + 2 %, no cost
 // delay) so dead tuples do not pile up in the partial indexes.
 //
 // # Metrics
 //
-// Registered on Config.Registerer:
+// Registered on Config.Registerer, named Config.MetricPrefix + "_…"
+// (below with the default prefix):
 //
 //	paylab_outbox_pending                       gauge      undispatched, unparked events
 //	paylab_outbox_oldest_pending_age_seconds    gauge      age of the oldest of them (database clock)

@@ -4,16 +4,57 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
 )
 
-// NotifyChannel is the PostgreSQL LISTEN/NOTIFY channel Enqueue signals on
-// commit, so relays wake at once instead of waiting for their next poll.
-const NotifyChannel = "paylab_outbox"
+// NotifyChannel is the default PostgreSQL LISTEN/NOTIFY channel.
+//
+// Deprecated: use DefaultChannel, or Config.Channel.
+const NotifyChannel = DefaultChannel
+
+// Tx is what Enqueue needs of the caller's transaction. pgx.Tx satisfies it
+// (and so do *pgxpool.Pool and *pgx.Conn, but then there is no business
+// change to be atomic with: pass the transaction).
+type Tx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Writer enqueues events into one outbox table. It is safe for concurrent
+// use; create one per table and share it.
+type Writer struct {
+	table   string
+	channel string
+	sql     *sync.Map
+}
+
+// NewWriter returns a Writer for cfg's Table and Channel (the relay's
+// fields of cfg are not used). cfg must name the same table and channel as
+// the relays' Config.
+func NewWriter(cfg Config) (*Writer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("outbox: invalid config: %w", err)
+	}
+	cfg.withNames()
+	return &Writer{table: cfg.Table, channel: cfg.Channel, sql: new(sync.Map)}, nil
+}
+
+var defaultWriter = &Writer{table: DefaultTable, channel: DefaultChannel, sql: new(sync.Map)}
+
+// Enqueue inserts events into the default outbox table ("outbox", channel
+// "paylab_outbox") inside the caller's transaction tx; it is
+// Writer.Enqueue for the zero Config.
+func Enqueue(ctx context.Context, tx Tx, events ...Event) error {
+	return defaultWriter.Enqueue(ctx, tx, events...)
+}
 
 // Enqueue inserts events into the outbox table inside the caller's
 // transaction tx. The rows become visible — to relays and to everybody else —
@@ -24,13 +65,13 @@ const NotifyChannel = "paylab_outbox"
 // Events with a zero ID get a fresh UUIDv7; Enqueue sets the ID on the
 // caller's slice elements. All events are inserted in one statement, which
 // also queues one NOTIFY for the relays.
-func Enqueue(ctx context.Context, tx outboxdb.DBTX, events ...Event) error {
+func (w *Writer) Enqueue(ctx context.Context, tx Tx, events ...Event) error {
 	if len(events) == 0 {
 		return nil
 	}
 	now := time.Now().UTC()
 	p := outboxdb.InsertEventsParams{
-		Channel:        NotifyChannel,
+		Channel:        w.channel,
 		EventIds:       make([]uuid.UUID, len(events)),
 		AggregateTypes: make([]string, len(events)),
 		AggregateIds:   make([]string, len(events)),
@@ -65,8 +106,8 @@ func Enqueue(ctx context.Context, tx outboxdb.DBTX, events ...Event) error {
 		p.Headers[i] = headers
 		p.OccurredAts[i] = e.OccurredAt
 	}
-	if err := outboxdb.New(tx).InsertEvents(ctx, p); err != nil {
-		return fmt.Errorf("outbox: inserting %d event(s): %w", len(events), err)
+	if err := outboxdb.New(withTable(tx, w.table, w.sql)).InsertEvents(ctx, p); err != nil {
+		return fmt.Errorf("outbox: inserting %d event(s) into %s: %w", len(events), w.table, err)
 	}
 	return nil
 }

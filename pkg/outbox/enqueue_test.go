@@ -143,7 +143,7 @@ func TestEnqueueRejectsInvalidEvents(t *testing.T) {
 		{"no aggregate id", func(e *outbox.Event) { e.AggregateID = "" }},
 		{"no type", func(e *outbox.Event) { e.Type = "" }},
 		{"no topic", func(e *outbox.Event) { e.Topic = "" }},
-		{"zero sequence", func(e *outbox.Event) { e.Sequence = 0 }},
+		{"negative sequence", func(e *outbox.Event) { e.Sequence = -1 }},
 		{"payload not JSON", func(e *outbox.Event) { e.Payload = json.RawMessage("{") }},
 	}
 	for _, tt := range tests {

@@ -24,8 +24,16 @@ type Event struct {
 	Type string
 	// SchemaVersion is the version of the payload's schema; zero means 1.
 	SchemaVersion int
-	// Sequence orders the events of one aggregate: 1, 2, 3, … with no gaps.
-	// (AggregateType, AggregateID, Sequence) is unique.
+	// Sequence is the event's position in its aggregate's history, the
+	// contract shared with package inbox (ce_sequence on the wire):
+	//   - 1, 2, 3, … with no gaps: ordered. The relay publishes an event only
+	//     after the aggregate's earlier ones were acknowledged, and the inbox
+	//     applies it only after them. (AggregateType, AggregateID, Sequence)
+	//     is unique.
+	//   - 0: unordered. Published as soon as claimed, without ce_sequence;
+	//     the inbox applies it on arrival. It neither waits for nor holds
+	//     back the aggregate's ordered events.
+	// Negative is invalid.
 	Sequence int64
 	// Topic is the Kafka topic the event is published to.
 	Topic string
@@ -65,8 +73,8 @@ func (e *Event) normalize(now time.Time) error {
 		return fmt.Errorf("%w: type is empty", ErrInvalidEvent)
 	case e.Topic == "":
 		return fmt.Errorf("%w: topic is empty", ErrInvalidEvent)
-	case e.Sequence < 1:
-		return fmt.Errorf("%w: sequence %d is not positive", ErrInvalidEvent, e.Sequence)
+	case e.Sequence < 0:
+		return fmt.Errorf("%w: sequence %d is negative", ErrInvalidEvent, e.Sequence)
 	case e.SchemaVersion < 1:
 		return fmt.Errorf("%w: schema version %d is not positive", ErrInvalidEvent, e.SchemaVersion)
 	case !json.Valid(e.Payload):

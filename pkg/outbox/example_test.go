@@ -41,3 +41,63 @@ func ExampleEnqueue() {
 		fmt.Println("capture failed, nothing was recorded:", err)
 	}
 }
+
+// A service with tables of its own names: Migrate creates the outbox table
+// (and is a no-op once it exists; a service with a migration tool of its own
+// takes the SQL from Migrations instead), a Writer enqueues into it inside
+// the business transaction, and a Relay with the same Config publishes it.
+func ExampleMigrate() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://shop:shop@127.0.0.1:55432/shop")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+
+	cfg := outbox.Config{Table: "shop_outbox"} // channel and metrics: shop_outbox, shop_outbox_*
+	if err := outbox.Migrate(ctx, pool, cfg); err != nil {
+		fmt.Println(err)
+		return
+	}
+	w, err := outbox.NewWriter(cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "UPDATE carts SET status = 'checked_out' WHERE id = $1", "cart-1"); err != nil {
+			return err
+		}
+		return w.Enqueue(ctx, tx, outbox.Event{
+			AggregateType: "cart",
+			AggregateID:   "cart-1",
+			Type:          "CartCheckedOut",
+			Sequence:      1, // 0 would publish it unordered
+			Topic:         "cart-events",
+			Payload:       json.RawMessage(`{"cart_id":"cart-1"}`),
+		})
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// outbox.NewRelay(pool, publisher, cfg) then publishes from shop_outbox.
+}
+
+// The schema for a migration tool of one's own: one file per version.
+func ExampleMigrations() {
+	ms, err := outbox.Migrations("shop_outbox")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, m := range ms {
+		fmt.Printf("%05d_%s.sql\n", m.Version, m.Name)
+	}
+	// Output:
+	// 00001_outbox.sql
+	// 00002_outbox_storage.sql
+	// 00003_outbox_hot_claims.sql
+	// 00004_outbox_unordered.sql
+}

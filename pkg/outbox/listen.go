@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// listen keeps a dedicated connection LISTENing on NotifyChannel and wakes
+// listen keeps a dedicated connection LISTENing on Config.Channel and wakes
 // the dispatch loop on every notification. When the connection drops it is
 // reopened with a backoff; until then the poll interval keeps the relay
 // going. Every (re)connection also wakes the loop, for notifications missed
@@ -50,8 +50,8 @@ func (r *Relay) listenOnce(ctx context.Context) (listening bool, err error) {
 		defer cancel()
 		_ = conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{NotifyChannel}.Sanitize()); err != nil {
-		return false, fmt.Errorf("listening on %s: %w", NotifyChannel, err)
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.cfg.Channel}.Sanitize()); err != nil {
+		return false, fmt.Errorf("listening on %s: %w", r.cfg.Channel, err)
 	}
 	r.signal()
 	for {

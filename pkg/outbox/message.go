@@ -28,7 +28,7 @@ const (
 
 // ProducerMessage encodes e as a Kafka message: key = aggregate id, CloudEvents
 // attributes as headers (source names the producing service, e.g.
-// "/paylab/orders"), e.Headers (such as traceparent) copied after them.
+// "/paylab/orders"; ce_sequence only for an ordered event), e.Headers (such as traceparent) copied after them.
 func (e *Event) ProducerMessage(source string) *sarama.ProducerMessage {
 	headers := make([]sarama.RecordHeader, 0, 10+len(e.Headers))
 	add := func(k, v string) { headers = append(headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)}) }
@@ -38,7 +38,9 @@ func (e *Event) ProducerMessage(source string) *sarama.ProducerMessage {
 	add(HeaderType, e.Type)
 	add(HeaderTime, e.OccurredAt.UTC().Format(time.RFC3339Nano))
 	add(HeaderSubject, e.AggregateID)
-	add(HeaderSequence, strconv.FormatInt(e.Sequence, 10))
+	if e.Sequence > 0 { // 0: unordered, no ce_sequence (see Event.Sequence)
+		add(HeaderSequence, strconv.FormatInt(e.Sequence, 10))
+	}
 	add(HeaderSchemaVersion, strconv.Itoa(max(e.SchemaVersion, 1)))
 	add(HeaderAggregateType, e.AggregateType)
 	add(HeaderContentType, ContentTypeJSON)

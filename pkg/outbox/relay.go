@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,19 +27,20 @@ type Relay struct {
 }
 
 // NewRelay returns a relay that claims events from the outbox table in pool
-// and publishes them with pub. cfg's zero fields take their defaults.
+// (Config.Table) and publishes them with pub. cfg's zero fields take their
+// defaults.
 func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("outbox: invalid relay config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Registerer)
+	m, err := newMetrics(cfg.Registerer, cfg.MetricPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: registering relay metrics: %w", err)
 	}
 	return &Relay{
 		pool:    pool,
-		queries: outboxdb.New(withCustomPlans(pool)),
+		queries: outboxdb.New(withCustomPlans(withTable(pool, cfg.Table, new(sync.Map)))),
 		pub:     pub,
 		cfg:     cfg,
 		log:     cfg.Logger.With("relay", cfg.ID),

@@ -3,7 +3,7 @@
 -- notification is delivered when (and only if) the transaction commits, and
 -- PostgreSQL folds identical notifications of one transaction into one.
 WITH inserted AS (
-    INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+    INSERT INTO /* TEMPLATE: table */outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
                         sequence, topic, payload, headers, occurred_at)
     SELECT unnest(@event_ids::uuid[]), unnest(@aggregate_types::text[]), unnest(@aggregate_ids::text[]),
            unnest(@event_types::text[]), unnest(@schema_versions::integer[]), unnest(@sequences::bigint[]),
@@ -21,26 +21,28 @@ SELECT pg_notify(@channel::text, '') FROM (SELECT count(*) FROM inserted) AS bat
 -- acknowledged and marked: per-aggregate order with any number of relays).
 -- Sequences start at 1 without gaps, so an event with sequence 1 is its
 -- aggregate's oldest by definition and skips that lookup (most aggregates
--- have one event). SKIP LOCKED lets concurrent relays take disjoint batches
+-- have one event); an unordered event (sequence 0) skips it too, and does
+-- not count as older for the ordered ones. SKIP LOCKED lets concurrent relays take disjoint batches
 -- without waiting. reclaimed is true for rows whose previous lease expired
 -- without a completion, i.e. taken over from a relay that died or stalled.
 WITH candidates AS (
     SELECT o.id, o.lease_owner AS previous_owner
-    FROM outbox o
+    FROM /* TEMPLATE: table */outbox o
     WHERE o.dispatched_at IS NULL
       AND o.parked_at IS NULL
       AND (o.leased_until IS NULL OR o.leased_until < now())
-      AND (o.sequence = 1 OR NOT EXISTS (
-          SELECT 1 FROM outbox older
+      AND (o.sequence <= 1 OR NOT EXISTS (
+          SELECT 1 FROM /* TEMPLATE: table */outbox older
           WHERE older.aggregate_type = o.aggregate_type
             AND older.aggregate_id = o.aggregate_id
+            AND older.sequence > 0
             AND older.sequence < o.sequence
             AND older.dispatched_at IS NULL))
     ORDER BY o.id
     LIMIT sqlc.arg(batch_size)
     FOR UPDATE OF o SKIP LOCKED
 )
-UPDATE outbox AS t
+UPDATE /* TEMPLATE: table */outbox AS t
 SET lease_owner  = sqlc.arg(owner)::text,
     leased_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8),
     attempts     = t.attempts + 1
@@ -56,7 +58,7 @@ RETURNING t.id, t.event_id, t.aggregate_type, t.aggregate_id, t.event_type, t.sc
 -- (database clock) and returns those it still held: a batch whose
 -- acknowledgements are slow keeps its events instead of letting another
 -- relay publish them a second time.
-UPDATE outbox
+UPDATE /* TEMPLATE: table */outbox
 SET leased_until = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8)
 WHERE id = ANY(sqlc.arg(ids)::bigint[])
   AND lease_owner = sqlc.arg(owner)::text
@@ -76,7 +78,7 @@ RETURNING id;
 -- outage_backoff_seconds, the relay's own pause. latency_seconds is the time
 -- from the row's insert to now, on the database clock. (Looking failures up
 -- by position keeps the plan an index scan on ids; failures are few.)
-UPDATE outbox AS t
+UPDATE /* TEMPLATE: table */outbox AS t
 SET dispatched_at = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN now() END,
     lease_owner   = NULL,
     leased_until  = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN NULL
@@ -108,15 +110,15 @@ SELECT count(*) FILTER (WHERE parked_at IS NULL)::bigint     AS pending,
        count(*) FILTER (WHERE parked_at IS NOT NULL)::bigint AS parked,
        COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0)::float8
            AS oldest_pending_seconds
-FROM outbox
+FROM /* TEMPLATE: table */outbox
 WHERE dispatched_at IS NULL;
 
 -- name: DeleteDispatched :execrows
 -- Deletes at most batch_size events dispatched more than retention_seconds
 -- ago (database clock). Undispatched and parked rows are never deleted.
-DELETE FROM outbox
+DELETE FROM /* TEMPLATE: table */outbox
 WHERE id IN (
-    SELECT id FROM outbox
+    SELECT id FROM /* TEMPLATE: table */outbox
     WHERE dispatched_at < now() - make_interval(secs => sqlc.arg(retention_seconds)::float8)
     ORDER BY dispatched_at
     LIMIT sqlc.arg(batch_size)

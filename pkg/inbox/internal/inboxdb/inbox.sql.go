@@ -14,7 +14,7 @@ import (
 )
 
 const advanceSequence = `-- name: AdvanceSequence :exec
-UPDATE inbox_sequences SET applied_sequence = $2, updated_at = now() WHERE aggregate_id = $1
+UPDATE /* TEMPLATE: table */inbox_sequences SET applied_sequence = $2, updated_at = now() WHERE aggregate_id = $1
 `
 
 type AdvanceSequenceParams struct {
@@ -28,7 +28,7 @@ func (q *Queries) AdvanceSequence(ctx context.Context, arg AdvanceSequenceParams
 }
 
 const advanceSequences = `-- name: AdvanceSequences :exec
-UPDATE inbox_sequences AS s
+UPDATE /* TEMPLATE: table */inbox_sequences AS s
 SET applied_sequence = v.applied_sequence, updated_at = now()
 FROM (SELECT unnest($1::text[]) AS aggregate_id,
              unnest($2::bigint[]) AS applied_sequence) AS v
@@ -46,7 +46,7 @@ func (q *Queries) AdvanceSequences(ctx context.Context, arg AdvanceSequencesPara
 }
 
 const ensureSequence = `-- name: EnsureSequence :exec
-INSERT INTO inbox_sequences (aggregate_id) VALUES ($1) ON CONFLICT (aggregate_id) DO NOTHING
+INSERT INTO /* TEMPLATE: table */inbox_sequences (aggregate_id) VALUES ($1) ON CONFLICT (aggregate_id) DO NOTHING
 `
 
 func (q *Queries) EnsureSequence(ctx context.Context, aggregateID string) error {
@@ -55,7 +55,7 @@ func (q *Queries) EnsureSequence(ctx context.Context, aggregateID string) error 
 }
 
 const lock = `-- name: Lock :one
-SELECT event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers, status, attempts, received_at, processed_at, last_error, topic, kafka_partition, kafka_offset FROM inbox WHERE event_id = $1 FOR UPDATE
+SELECT event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers, status, attempts, received_at, processed_at, last_error, topic, kafka_partition, kafka_offset FROM /* TEMPLATE: table */inbox WHERE event_id = $1 FOR UPDATE
 `
 
 func (q *Queries) Lock(ctx context.Context, eventID uuid.UUID) (Inbox, error) {
@@ -83,7 +83,7 @@ func (q *Queries) Lock(ctx context.Context, eventID uuid.UUID) (Inbox, error) {
 }
 
 const lockSequence = `-- name: LockSequence :one
-SELECT applied_sequence FROM inbox_sequences WHERE aggregate_id = $1 FOR UPDATE
+SELECT applied_sequence FROM /* TEMPLATE: table */inbox_sequences WHERE aggregate_id = $1 FOR UPDATE
 `
 
 // Serialises the application of one aggregate's events.
@@ -95,7 +95,7 @@ func (q *Queries) LockSequence(ctx context.Context, aggregateID string) (int64, 
 }
 
 const lockSequences = `-- name: LockSequences :many
-INSERT INTO inbox_sequences (aggregate_id)
+INSERT INTO /* TEMPLATE: table */inbox_sequences (aggregate_id)
 SELECT a FROM unnest($1::text[]) AS a ORDER BY a
 ON CONFLICT (aggregate_id) DO UPDATE SET aggregate_id = excluded.aggregate_id
 RETURNING aggregate_id, applied_sequence
@@ -130,7 +130,7 @@ func (q *Queries) LockSequences(ctx context.Context, aggregateIds []string) ([]L
 }
 
 const markFailed = `-- name: MarkFailed :exec
-UPDATE inbox SET status = 'failed', attempts = attempts + 1, last_error = $2 WHERE event_id = $1
+UPDATE /* TEMPLATE: table */inbox SET status = 'failed', attempts = attempts + 1, last_error = $2 WHERE event_id = $1
 `
 
 type MarkFailedParams struct {
@@ -144,7 +144,7 @@ func (q *Queries) MarkFailed(ctx context.Context, arg MarkFailedParams) error {
 }
 
 const markProcessed = `-- name: MarkProcessed :exec
-UPDATE inbox
+UPDATE /* TEMPLATE: table */inbox
 SET status = 'processed', processed_at = now(), attempts = attempts + 1, last_error = NULL
 WHERE event_id = $1
 `
@@ -155,7 +155,7 @@ func (q *Queries) MarkProcessed(ctx context.Context, eventID uuid.UUID) error {
 }
 
 const park = `-- name: Park :exec
-UPDATE inbox SET status = 'received', processed_at = NULL, attempts = 0
+UPDATE /* TEMPLATE: table */inbox SET status = 'received', processed_at = NULL, attempts = 0
 WHERE event_id = ANY($1::uuid[])
 `
 
@@ -167,7 +167,7 @@ func (q *Queries) Park(ctx context.Context, eventIds []uuid.UUID) error {
 }
 
 const parked = `-- name: Parked :one
-SELECT event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers, status, attempts, received_at, processed_at, last_error, topic, kafka_partition, kafka_offset FROM inbox
+SELECT event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers, status, attempts, received_at, processed_at, last_error, topic, kafka_partition, kafka_offset FROM /* TEMPLATE: table */inbox
 WHERE aggregate_id = $1 AND sequence = $2 AND status = 'received'
 LIMIT 1
 FOR UPDATE
@@ -205,7 +205,7 @@ func (q *Queries) Parked(ctx context.Context, arg ParkedParams) (Inbox, error) {
 
 const parkedNext = `-- name: ParkedNext :many
 SELECT DISTINCT i.aggregate_id
-FROM inbox i
+FROM /* TEMPLATE: table */inbox i
 JOIN (SELECT unnest($1::text[]) AS aggregate_id, unnest($2::bigint[]) AS sequence) AS n
   ON i.aggregate_id = n.aggregate_id AND i.sequence = n.sequence
 WHERE i.status = 'received'
@@ -239,9 +239,9 @@ func (q *Queries) ParkedNext(ctx context.Context, arg ParkedNextParams) ([]strin
 }
 
 const pruneProcessed = `-- name: PruneProcessed :execrows
-DELETE FROM inbox
+DELETE FROM /* TEMPLATE: table */inbox
 WHERE event_id IN (
-    SELECT event_id FROM inbox
+    SELECT event_id FROM /* TEMPLATE: table */inbox
     WHERE status = 'processed'
       AND processed_at < now() - make_interval(secs => $1::float8)
     ORDER BY processed_at
@@ -266,8 +266,8 @@ func (q *Queries) PruneProcessed(ctx context.Context, arg PruneProcessedParams) 
 
 const readyAggregates = `-- name: ReadyAggregates :many
 SELECT DISTINCT i.aggregate_id
-FROM inbox i
-JOIN inbox_sequences s ON s.aggregate_id = i.aggregate_id
+FROM /* TEMPLATE: table */inbox i
+JOIN /* TEMPLATE: table */inbox_sequences s ON s.aggregate_id = i.aggregate_id
 WHERE i.status = 'received' AND i.sequence = s.applied_sequence + 1
 LIMIT $1
 `
@@ -294,7 +294,7 @@ func (q *Queries) ReadyAggregates(ctx context.Context, limit int32) ([]string, e
 }
 
 const recordAttemptError = `-- name: RecordAttemptError :exec
-UPDATE inbox SET attempts = attempts + 1, last_error = $2 WHERE event_id = $1
+UPDATE /* TEMPLATE: table */inbox SET attempts = attempts + 1, last_error = $2 WHERE event_id = $1
 `
 
 type RecordAttemptErrorParams struct {
@@ -308,11 +308,11 @@ func (q *Queries) RecordAttemptError(ctx context.Context, arg RecordAttemptError
 }
 
 const recordFailed = `-- name: RecordFailed :exec
-INSERT INTO inbox (event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers,
+INSERT INTO /* TEMPLATE: table */inbox AS i (event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers,
                    topic, kafka_partition, kafka_offset, status, attempts, last_error)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'failed', $12::integer, $13::text)
 ON CONFLICT (event_id) DO UPDATE
-SET status = 'failed', attempts = inbox.attempts + excluded.attempts, last_error = excluded.last_error
+SET status = 'failed', attempts = i.attempts + excluded.attempts, last_error = excluded.last_error
 `
 
 type RecordFailedParams struct {
@@ -352,7 +352,7 @@ func (q *Queries) RecordFailed(ctx context.Context, arg RecordFailedParams) erro
 }
 
 const recordProcessed = `-- name: RecordProcessed :many
-INSERT INTO inbox (event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers,
+INSERT INTO /* TEMPLATE: table */inbox (event_id, event_type, source, aggregate_id, sequence, event_time, payload, headers,
                    topic, kafka_partition, kafka_offset, status, processed_at, attempts)
 SELECT unnest($1::uuid[]), unnest($2::text[]), unnest($3::text[]),
        unnest($4::text[]), unnest($5::bigint[]),
@@ -416,7 +416,7 @@ func (q *Queries) RecordProcessed(ctx context.Context, arg RecordProcessedParams
 }
 
 const resetFailed = `-- name: ResetFailed :execrows
-UPDATE inbox SET status = 'received', attempts = 0, last_error = NULL
+UPDATE /* TEMPLATE: table */inbox SET status = 'received', attempts = 0, last_error = NULL
 WHERE event_id = $1 AND status = 'failed'
 `
 
@@ -430,7 +430,7 @@ func (q *Queries) ResetFailed(ctx context.Context, eventID uuid.UUID) (int64, er
 }
 
 const status = `-- name: Status :one
-SELECT status FROM inbox WHERE event_id = $1
+SELECT status FROM /* TEMPLATE: table */inbox WHERE event_id = $1
 `
 
 func (q *Queries) Status(ctx context.Context, eventID uuid.UUID) (string, error) {

@@ -11,19 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-type Account struct {
-	ID        string
-	Kind      string
-	CreatedAt time.Time
-}
-
-type Balance struct {
-	AccountID string
-	Currency  string
-	Balance   int64
-	UpdatedAt time.Time
-}
-
 type Inbox struct {
 	EventID        uuid.UUID
 	EventType      string
@@ -47,32 +34,4 @@ type InboxSequence struct {
 	AggregateID     string
 	AppliedSequence int64
 	UpdatedAt       time.Time
-}
-
-type JournalEntry struct {
-	ID        int64
-	EventID   uuid.UUID
-	OrderID   string
-	Kind      string
-	RefundID  *string
-	CreatedAt time.Time
-}
-
-type LedgerOrder struct {
-	OrderID         string
-	CustomerAccount string
-	MerchantAccount string
-	Currency        string
-	CapturedAmount  int64
-	RefundedAmount  int64
-	CreatedAt       time.Time
-}
-
-type Posting struct {
-	ID        int64
-	EntryID   int64
-	AccountID string
-	Currency  string
-	Amount    int64
-	CreatedAt time.Time
 }

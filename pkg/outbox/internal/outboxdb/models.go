@@ -11,30 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-type IdempotencyKey struct {
-	Scope          string
-	Key            string
-	RequestHash    []byte
-	ResponseStatus int32
-	ResponseBody   []byte
-	CreatedAt      time.Time
-}
-
-type Order struct {
-	ID             uuid.UUID
-	CustomerID     string
-	MerchantID     string
-	Amount         int64
-	Currency       string
-	Status         string
-	CapturedAmount int64
-	RefundedAmount int64
-	EventSeq       int64
-	Version        int32
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-}
-
 type Outbox struct {
 	ID            int64
 	EventID       uuid.UUID
@@ -54,12 +30,4 @@ type Outbox struct {
 	Attempts      int32
 	LastError     *string
 	ParkedAt      *time.Time
-}
-
-type Refund struct {
-	ID        uuid.UUID
-	OrderID   uuid.UUID
-	Amount    int64
-	Currency  string
-	CreatedAt time.Time
 }

@@ -16,21 +16,22 @@ import (
 const claimBatch = `-- name: ClaimBatch :many
 WITH candidates AS (
     SELECT o.id, o.lease_owner AS previous_owner
-    FROM outbox o
+    FROM /* TEMPLATE: table */outbox o
     WHERE o.dispatched_at IS NULL
       AND o.parked_at IS NULL
       AND (o.leased_until IS NULL OR o.leased_until < now())
-      AND (o.sequence = 1 OR NOT EXISTS (
-          SELECT 1 FROM outbox older
+      AND (o.sequence <= 1 OR NOT EXISTS (
+          SELECT 1 FROM /* TEMPLATE: table */outbox older
           WHERE older.aggregate_type = o.aggregate_type
             AND older.aggregate_id = o.aggregate_id
+            AND older.sequence > 0
             AND older.sequence < o.sequence
             AND older.dispatched_at IS NULL))
     ORDER BY o.id
     LIMIT $3
     FOR UPDATE OF o SKIP LOCKED
 )
-UPDATE outbox AS t
+UPDATE /* TEMPLATE: table */outbox AS t
 SET lease_owner  = $1::text,
     leased_until = now() + make_interval(secs => $2::float8),
     attempts     = t.attempts + 1
@@ -72,7 +73,8 @@ type ClaimBatchRow struct {
 // acknowledged and marked: per-aggregate order with any number of relays).
 // Sequences start at 1 without gaps, so an event with sequence 1 is its
 // aggregate's oldest by definition and skips that lookup (most aggregates
-// have one event). SKIP LOCKED lets concurrent relays take disjoint batches
+// have one event); an unordered event (sequence 0) skips it too, and does
+// not count as older for the ordered ones. SKIP LOCKED lets concurrent relays take disjoint batches
 // without waiting. reclaimed is true for rows whose previous lease expired
 // without a completion, i.e. taken over from a relay that died or stalled.
 func (q *Queries) ClaimBatch(ctx context.Context, arg ClaimBatchParams) ([]ClaimBatchRow, error) {
@@ -111,7 +113,7 @@ func (q *Queries) ClaimBatch(ctx context.Context, arg ClaimBatchParams) ([]Claim
 }
 
 const completeBatch = `-- name: CompleteBatch :many
-UPDATE outbox AS t
+UPDATE /* TEMPLATE: table */outbox AS t
 SET dispatched_at = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN now() END,
     lease_owner   = NULL,
     leased_until  = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN NULL
@@ -205,9 +207,9 @@ func (q *Queries) CompleteBatch(ctx context.Context, arg CompleteBatchParams) ([
 }
 
 const deleteDispatched = `-- name: DeleteDispatched :execrows
-DELETE FROM outbox
+DELETE FROM /* TEMPLATE: table */outbox
 WHERE id IN (
-    SELECT id FROM outbox
+    SELECT id FROM /* TEMPLATE: table */outbox
     WHERE dispatched_at < now() - make_interval(secs => $1::float8)
     ORDER BY dispatched_at
     LIMIT $2
@@ -231,7 +233,7 @@ func (q *Queries) DeleteDispatched(ctx context.Context, arg DeleteDispatchedPara
 
 const insertEvents = `-- name: InsertEvents :exec
 WITH inserted AS (
-    INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+    INSERT INTO /* TEMPLATE: table */outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
                         sequence, topic, payload, headers, occurred_at)
     SELECT unnest($2::uuid[]), unnest($3::text[]), unnest($4::text[]),
            unnest($5::text[]), unnest($6::integer[]), unnest($7::bigint[]),
@@ -281,7 +283,7 @@ SELECT count(*) FILTER (WHERE parked_at IS NULL)::bigint     AS pending,
        count(*) FILTER (WHERE parked_at IS NOT NULL)::bigint AS parked,
        COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0)::float8
            AS oldest_pending_seconds
-FROM outbox
+FROM /* TEMPLATE: table */outbox
 WHERE dispatched_at IS NULL
 `
 
@@ -302,7 +304,7 @@ func (q *Queries) PendingStats(ctx context.Context) (PendingStatsRow, error) {
 }
 
 const renewLeases = `-- name: RenewLeases :many
-UPDATE outbox
+UPDATE /* TEMPLATE: table */outbox
 SET leased_until = now() + make_interval(secs => $1::float8)
 WHERE id = ANY($2::bigint[])
   AND lease_owner = $3::text

@@ -1,0 +1,147 @@
+package migrate_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for goose
+	"github.com/pressly/goose/v3"
+
+	"github.com/paylab/paylab/internal/platform/migrate"
+	"github.com/paylab/paylab/internal/testkit/testenv"
+)
+
+// A database migrated before the outbox and inbox tables moved into their
+// packages (testdata/before-packages: the files as they were) keeps its
+// goose history: migrating it applies only the migrations added since
+// (orders: 00012, the unordered events; ledger, notifications: none), and
+// it ends with the same schema as a database migrated from scratch.
+func TestExistingDatabasesKeepTheirHistory(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		database string
+		added    []int64
+	}{
+		{database: "orders", added: []int64{12}},
+		{database: "ledger"},
+		{database: "notifications"},
+	} {
+		t.Run(tc.database, func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Context(t)
+			oldURL, newURL := emptyDatabase(t, ctx, tc.database), emptyDatabase(t, ctx, tc.database)
+
+			db, err := sql.Open("pgx", oldURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			p, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("testdata/before-packages/"+tc.database))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Up(ctx); err != nil {
+				t.Fatalf("migrating with the old files: %v", err)
+			}
+			before := appliedVersions(t, ctx, oldURL)
+			if _, err := migrate.Up(ctx, oldURL, tc.database); err != nil {
+				t.Fatalf("migrating the old database: %v", err)
+			}
+			if added := appliedVersions(t, ctx, oldURL)[len(before):]; !slices.Equal(added, tc.added) {
+				t.Errorf("applied %v to the old database, want %v", added, tc.added)
+			}
+			if _, err := migrate.Up(ctx, newURL, tc.database); err != nil {
+				t.Fatalf("migrating from scratch: %v", err)
+			}
+			old, fresh := schema(t, ctx, oldURL), schema(t, ctx, newURL)
+			if !strings.Contains(fresh, "index CREATE UNIQUE INDEX") {
+				t.Fatalf("no indexes in the schema:\n%s", fresh)
+			}
+			if old != fresh {
+				t.Errorf("schemas differ:\nold database:\n%s\nfresh database:\n%s", old, fresh)
+			}
+		})
+	}
+}
+
+// emptyDatabase creates an empty database owned by role database (dropped
+// when the test ends) and returns its URL.
+func emptyDatabase(t *testing.T, ctx context.Context, database string) string {
+	t.Helper()
+	if err := migrate.Bootstrap(ctx, testenv.AdminURL(), []migrate.Database{{Name: database, Role: database, Password: database}}); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, testenv.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	name := fmt.Sprintf("t_history_%s_%d", database, time.Now().UnixNano())
+	if err := migrate.EnsureDatabase(ctx, admin, name, database, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DropDatabase(t, name) })
+	url, err := migrate.URL(testenv.AdminURL(), name, database, database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+func appliedVersions(t *testing.T, ctx context.Context, url string) []int64 {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, "SELECT version_id FROM goose_db_version WHERE version_id > 0 ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return versions
+}
+
+// schema describes the public schema: columns, constraints, indexes and
+// table options, one line each, sorted.
+func schema(t *testing.T, ctx context.Context, url string) string {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `
+		SELECT format('column %s.%s %s %s default %s', table_name, column_name, data_type, is_nullable,
+		              coalesce(column_default, '-'))
+		FROM information_schema.columns WHERE table_schema = 'public' AND table_name <> 'goose_db_version'
+		UNION ALL
+		SELECT format('constraint %s %s: %s', conrelid::regclass, conname, pg_get_constraintdef(oid))
+		FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND conrelid <> 'goose_db_version'::regclass
+		UNION ALL
+		SELECT format('index %s', indexdef) FROM pg_indexes
+		WHERE schemaname = 'public' AND tablename <> 'goose_db_version'
+		UNION ALL
+		SELECT format('options %s %s', relname, reloptions) FROM pg_class
+		WHERE relnamespace = 'public'::regnamespace AND reloptions IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
