@@ -105,10 +105,13 @@ func TestOnePaymentIsOneTrace(t *testing.T) {
 			count(notifyDB, "SELECT count(*) FROM notifications WHERE order_id = $1") == 1
 	})
 	var exported []testenv.Span
+	// A child span ends, and may be exported, before its parent: wait for
+	// the consumers' own spans too, not only for the ones they wrap.
 	testenv.Eventually(t, 30*time.Second, "the consumers' spans", func() bool {
 		exported = collector.Spans()
 		return len(testenv.FindSpans(exported, "ledger post entry", "ledger.order_id", order.ID)) == 1 &&
-			len(testenv.FindSpans(exported, "smtp send")) == 1
+			len(testenv.FindSpans(exported, "smtp send")) == 1 &&
+			len(testenv.FindSpans(exported, "process "+topic, "messaging.message.id", eventID)) == 2
 	})
 	spans := append(testenv.SpansFromStubs(memory.GetSpans(), "in-process"), exported...)
 
