@@ -12,6 +12,9 @@ import (
 	"github.com/paylab/paylab/pkg/inbox/migrations"
 )
 
+// This file and migrations/migrations.go are the same as pkg/outbox's, names
+// aside: each package is meant to be copied alone, so neither imports the other.
+
 // Migration is one version of the inbox's schema, rendered for a table: the
 // SQL to apply it (Up) and to revert it (Down). Versions start at 1 and have
 // no gaps; apply them in order.
