@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,7 +22,8 @@ import (
 )
 
 // A database migrated before the outbox and inbox tables moved into their
-// packages (testdata/before-packages: the files as they were) keeps its
+// packages (its own files from db/migrations, the outbox's or inbox's as they
+// were then from testdata/before-packages) keeps its
 // goose history: migrating it applies only the migrations added since
 // (orders: 00012, the unordered events; ledger, notifications: none), and
 // it ends with the same schema as a database migrated from scratch.
@@ -43,7 +47,7 @@ func TestExistingDatabasesKeepTheirHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			p, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("testdata/before-packages/"+tc.database))
+			p, err := goose.NewProvider(goose.DialectPostgres, db, filesBeforePackages(t, tc.database))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,6 +73,29 @@ func TestExistingDatabasesKeepTheirHistory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// filesBeforePackages is database's migrations as they were before the
+// packages owned their tables: its own, unchanged since, and the outbox's
+// (orders) or the inbox's (ledger, notifications) as they were then.
+func filesBeforePackages(t *testing.T, database string) fs.FS {
+	t.Helper()
+	table := map[string]string{"orders": "outbox", "ledger": "inbox", "notifications": "inbox"}[database]
+	out := fstest.MapFS{}
+	for _, dir := range []string{"../../../db/migrations/" + database, "testdata/before-packages/" + table} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[e.Name()] = &fstest.MapFile{Data: b}
+		}
+	}
+	return out
 }
 
 // emptyDatabase creates an empty database owned by role database (dropped
