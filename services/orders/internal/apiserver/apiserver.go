@@ -107,16 +107,13 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 	return g.Run(ctx, log)
 }
 
-// publicServer is the public listener's server, with explicit timeouts.
+// publicServer is the public listener's server: the admin listener's
+// timeouts, a longer keep-alive for clients that place payments back to
+// back, a cap on header size, and net/http's own errors in the log.
 func publicServer(addr string, h http.Handler, log *slog.Logger) *http.Server {
-	return &http.Server{
-		Addr:              addr,
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    32 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	s := admin.Server(addr, h)
+	s.IdleTimeout = 90 * time.Second
+	s.MaxHeaderBytes = 32 << 10
+	s.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	return s
 }
