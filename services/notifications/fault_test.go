@@ -6,6 +6,7 @@ import (
 
 	"github.com/paylab/paylab/internal/platform/chaos"
 	"github.com/paylab/paylab/internal/testkit/testenv"
+	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/services/notifications/internal/receipt"
 )
 
@@ -54,8 +55,13 @@ func TestInjectedErrorFailsTheAttempt(t *testing.T) {
 			f.Publish(e, next)
 			a := f.startWithFault(f.config(tc.inboxEnabled), fault)
 
-			testenv.Eventually(t, 90*time.Second, "the second receipt recorded", func() bool {
-				return f.Count("SELECT count(*) FROM notifications WHERE event_id = $1", next.ID) >= 1
+			// The runner counts a message once its transaction has committed,
+			// just after the effect is visible: wait for both.
+			counted := func(c inbox.Counts) bool {
+				return c.Processed >= tc.wantProcessed && c.Duplicates >= tc.wantDups && c.DeadLettered >= tc.wantDead
+			}
+			testenv.Eventually(t, 90*time.Second, "the second receipt recorded and counted", func() bool {
+				return f.Count("SELECT count(*) FROM notifications WHERE event_id = $1", next.ID) >= 1 && counted(a.Runner.Counts())
 			})
 			if st, err := faults.Status(tc.point); err != nil || st.Armed {
 				t.Errorf("the fault is still armed (%v): it fired fewer than %d times", err, tc.count)
