@@ -107,11 +107,29 @@ log_min_error_statement = panic
 CONF
 }
 
+# pg_settings writes the settings that may change between versions of this
+# script into paylab.conf, which postgresql.conf includes: a data folder made
+# by an earlier version gets them at its next start. wal_level=logical lets a
+# replication slot decode the outbox's inserts (the WAL relay and the
+# Debezium peer of make bench-peers).
+pg_settings() {
+  grep -q "^include_if_exists = 'paylab.conf'" "$PG_DATA/postgresql.conf" ||
+    echo "include_if_exists = 'paylab.conf'" >>"$PG_DATA/postgresql.conf"
+  cat >"$PG_DATA/paylab.conf" <<CONF
+wal_level = logical
+max_wal_senders = 20
+max_replication_slots = 20
+CONF
+  [ "$(id -u)" -eq 0 ] && chown "$PG_USER" "$PG_DATA/paylab.conf"
+  return 0
+}
+
 pg_up() {
   if external_pg; then log "PostgreSQL: using PAYLAB_ADMIN_DATABASE_URL from the environment"; return; fi
   if pg_running; then log "PostgreSQL already running on 127.0.0.1:$PG_PORT"; return; fi
   port_open "$PG_PORT" && die "port $PG_PORT is taken by a process this script did not start"
   [ -f "$PG_DATA/PG_VERSION" ] || pg_init
+  pg_settings
   log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
   as_pg "$(pg_bin)/pg_ctl" -D "$PG_DATA" -l "$PG_DIR/postgres.log" -w -t 60 start >/dev/null ||
     { tail -n 30 "$PG_DIR/postgres.log" >&2; die "PostgreSQL did not start"; }
