@@ -25,6 +25,18 @@ type Config struct {
 	// relay listens on. Default "paylab_outbox" for the default table, the
 	// table's name otherwise.
 	Channel string
+	// NotifyAfterCommit takes the NOTIFY out of the writers' transactions:
+	// Enqueue only inserts, and the process wakes the relays through a
+	// Notifier after each commit. PostgreSQL serialises the commits of all
+	// transactions that NOTIFY on one database-wide lock; under concurrent
+	// writes that lock, not the INSERT, bounds the capture throughput (it
+	// costs about 40 % of it on two cores). The Notifier sends one NOTIFY at
+	// a time from its own connection, folding every commit made meanwhile
+	// into the next one. A commit whose Notify is never called still reaches
+	// the relays by polling (PollInterval). Default false: one NOTIFY inside
+	// each transaction, nothing for the caller to do after commit. The
+	// relays are configured the same either way.
+	NotifyAfterCommit bool
 	// MetricPrefix starts the name of every relay metric, e.g.
 	// <prefix>_pending. Default "paylab_outbox" for the default table, the
 	// table's name otherwise.

@@ -33,6 +33,7 @@ type Tx interface {
 type Writer struct {
 	table   string
 	channel string
+	notify  bool
 	sql     *sync.Map
 }
 
@@ -44,10 +45,10 @@ func NewWriter(cfg Config) (*Writer, error) {
 		return nil, fmt.Errorf("outbox: invalid config: %w", err)
 	}
 	cfg.withNames()
-	return &Writer{table: cfg.Table, channel: cfg.Channel, sql: new(sync.Map)}, nil
+	return &Writer{table: cfg.Table, channel: cfg.Channel, notify: !cfg.NotifyAfterCommit, sql: new(sync.Map)}, nil
 }
 
-var defaultWriter = &Writer{table: DefaultTable, channel: DefaultChannel, sql: new(sync.Map)}
+var defaultWriter = &Writer{table: DefaultTable, channel: DefaultChannel, notify: true, sql: new(sync.Map)}
 
 // Enqueue inserts events into the default outbox table ("outbox", channel
 // "paylab_outbox") inside the caller's transaction tx; it is
@@ -64,7 +65,8 @@ func Enqueue(ctx context.Context, tx Tx, events ...Event) error {
 //
 // Events with a zero ID get a fresh UUIDv7; Enqueue sets the ID on the
 // caller's slice elements. All events are inserted in one statement, which
-// also queues one NOTIFY for the relays.
+// also queues one NOTIFY for the relays, unless the Writer's Config set
+// NotifyAfterCommit: then call Notifier.Notify once tx has committed.
 func (w *Writer) Enqueue(ctx context.Context, tx Tx, events ...Event) error {
 	if len(events) == 0 {
 		return nil
@@ -72,6 +74,7 @@ func (w *Writer) Enqueue(ctx context.Context, tx Tx, events ...Event) error {
 	now := time.Now().UTC()
 	p := outboxdb.InsertEventsParams{
 		Channel:        w.channel,
+		Notify:         w.notify,
 		EventIds:       make([]uuid.UUID, len(events)),
 		AggregateTypes: make([]string, len(events)),
 		AggregateIds:   make([]string, len(events)),

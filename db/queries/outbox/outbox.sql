@@ -1,7 +1,9 @@
 -- name: InsertEvents :exec
--- Inserts a batch of events and wakes the relays, in one statement. The
--- notification is delivered when (and only if) the transaction commits, and
--- PostgreSQL folds identical notifications of one transaction into one.
+-- Inserts a batch of events and, when notify is true, wakes the relays, in
+-- one statement. The notification is delivered when (and only if) the
+-- transaction commits, and PostgreSQL folds identical notifications of one
+-- transaction into one. It costs the commit a database-wide lock (see
+-- Config.NotifyAfterCommit), hence the choice.
 WITH inserted AS (
     INSERT INTO /* TEMPLATE: table */outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
                         sequence, topic, payload, headers, occurred_at)
@@ -11,7 +13,7 @@ WITH inserted AS (
            unnest(@occurred_ats::timestamptz[])
     RETURNING 1
 )
-SELECT pg_notify(@channel::text, '') FROM (SELECT count(*) FROM inserted) AS batch;
+SELECT pg_notify(@channel::text, '') FROM (SELECT count(*) FROM inserted) AS batch WHERE @notify::boolean;
 
 -- name: ClaimBatch :many
 -- Leases up to batch_size claimable events to owner for lease_seconds, in one

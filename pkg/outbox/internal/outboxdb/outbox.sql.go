@@ -235,17 +235,18 @@ const insertEvents = `-- name: InsertEvents :exec
 WITH inserted AS (
     INSERT INTO /* TEMPLATE: table */outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
                         sequence, topic, payload, headers, occurred_at)
-    SELECT unnest($2::uuid[]), unnest($3::text[]), unnest($4::text[]),
-           unnest($5::text[]), unnest($6::integer[]), unnest($7::bigint[]),
-           unnest($8::text[]), unnest($9::jsonb[]), unnest($10::jsonb[]),
-           unnest($11::timestamptz[])
+    SELECT unnest($3::uuid[]), unnest($4::text[]), unnest($5::text[]),
+           unnest($6::text[]), unnest($7::integer[]), unnest($8::bigint[]),
+           unnest($9::text[]), unnest($10::jsonb[]), unnest($11::jsonb[]),
+           unnest($12::timestamptz[])
     RETURNING 1
 )
-SELECT pg_notify($1::text, '') FROM (SELECT count(*) FROM inserted) AS batch
+SELECT pg_notify($1::text, '') FROM (SELECT count(*) FROM inserted) AS batch WHERE $2::boolean
 `
 
 type InsertEventsParams struct {
 	Channel        string
+	Notify         bool
 	EventIds       []uuid.UUID
 	AggregateTypes []string
 	AggregateIds   []string
@@ -258,12 +259,15 @@ type InsertEventsParams struct {
 	OccurredAts    []time.Time
 }
 
-// Inserts a batch of events and wakes the relays, in one statement. The
-// notification is delivered when (and only if) the transaction commits, and
-// PostgreSQL folds identical notifications of one transaction into one.
+// Inserts a batch of events and, when notify is true, wakes the relays, in
+// one statement. The notification is delivered when (and only if) the
+// transaction commits, and PostgreSQL folds identical notifications of one
+// transaction into one. It costs the commit a database-wide lock (see
+// Config.NotifyAfterCommit), hence the choice.
 func (q *Queries) InsertEvents(ctx context.Context, arg InsertEventsParams) error {
 	_, err := q.db.Exec(ctx, insertEvents,
 		arg.Channel,
+		arg.Notify,
 		arg.EventIds,
 		arg.AggregateTypes,
 		arg.AggregateIds,

@@ -18,6 +18,7 @@ import (
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/chaos"
 	"github.com/paylab/paylab/internal/platform/process"
+	"github.com/paylab/paylab/pkg/outbox"
 	"github.com/paylab/paylab/services/orders/internal/config"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 	"github.com/paylab/paylab/services/orders/internal/orderhttp"
@@ -64,8 +65,14 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 	if hooks.BeforeCommit == nil && hooks.AfterCommitBeforePublish == nil && hooks.AfterPublishBeforeCommit == nil {
 		hooks = faultHooks()
 	}
+	// The relays are woken after commit, not by a NOTIFY inside each
+	// payment transaction (outbox.Config.NotifyAfterCommit).
+	notifier, err := outbox.NewNotifier(pool, outbox.Config{NotifyAfterCommit: true, Logger: log})
+	if err != nil {
+		return err
+	}
 	app, err := orderapp.New(orderapp.Config{
-		Pool: pool, Mode: cfg.Mode(), Topic: cfg.OrdersTopic, Publisher: pub,
+		Pool: pool, Mode: cfg.Mode(), Topic: cfg.OrdersTopic, Publisher: pub, Notifier: notifier,
 		Hooks: hooks, Logger: log, Registerer: reg,
 	})
 	if err != nil {
@@ -101,6 +108,7 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 	g := process.Group{ShutdownTimeout: cfg.ShutdownTimeout}
 	g.Serve("the API listener", apiSrv, apiLn)
 	g.Serve("the admin listener", adminSrv, adminLn)
+	g.Go(notifier.Run)
 	g.Go(func(ctx context.Context) error {
 		return app.RunPruner(ctx, cfg.IdempotencyPruneInterval, cfg.IdempotencyRetention)
 	})

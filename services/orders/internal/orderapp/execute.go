@@ -73,7 +73,7 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 	}
 	orderSpanAttributes(ctx, events)
 	if s.mode == ModeOutbox {
-		if err := outbox.Enqueue(ctx, tx, events...); err != nil {
+		if err := s.outbox.Enqueue(ctx, tx, events...); err != nil {
 			return nil, nil, false, err
 		}
 	}
@@ -101,6 +101,9 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 	case s.mode == ModeNaive:
 		s.publishAfterCommit(ctx, op, events)
 	case s.mode == ModeOutbox:
+		if s.notify != nil {
+			s.notify.Notify()
+		}
 		// The same boundary in outbox mode: committed, and the relay will
 		// publish. A failure here loses nothing; the client, like any client
 		// whose response was lost, retries with its Idempotency-Key.

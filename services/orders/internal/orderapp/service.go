@@ -9,6 +9,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paylab/paylab/pkg/outbox"
 )
 
 // Source is the CloudEvents source of the events this service emits.
@@ -30,7 +32,11 @@ type Config struct {
 	Topic string
 	// Publisher publishes events in the naive modes.
 	Publisher Publisher
-	Hooks     Hooks
+	// Notifier, when set, wakes the relays after each commit in outbox
+	// mode, and the transactions send no NOTIFY of their own
+	// (outbox.Config.NotifyAfterCommit). Nil: a NOTIFY in each transaction.
+	Notifier *outbox.Notifier
+	Hooks    Hooks
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the service's metrics; nil registers none.
@@ -40,6 +46,8 @@ type Config struct {
 // Service places, captures and refunds orders.
 type Service struct {
 	pool   *pgxpool.Pool
+	outbox *outbox.Writer
+	notify *outbox.Notifier
 	mode   Mode
 	topic  string
 	pub    Publisher
@@ -67,8 +75,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	w, err := outbox.NewWriter(outbox.Config{NotifyAfterCommit: cfg.Notifier != nil})
+	if err != nil {
+		return nil, err
+	}
 	s := &Service{
-		pool: cfg.Pool, mode: cfg.Mode, topic: cfg.Topic, pub: cfg.Publisher, hooks: cfg.Hooks, log: cfg.Logger,
+		pool: cfg.Pool, outbox: w, notify: cfg.Notifier, mode: cfg.Mode, topic: cfg.Topic, pub: cfg.Publisher, hooks: cfg.Hooks, log: cfg.Logger,
 		naiveC: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paylab_orders_naive_publish_total",
 			Help: "Events the naive modes tried to publish straight to Kafka, by result (published, failed, skipped).",

@@ -1,0 +1,123 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paylab/paylab/internal/testkit/testenv"
+	"github.com/paylab/paylab/pkg/outbox"
+)
+
+// With NotifyAfterCommit, the writer's transaction sends no NOTIFY; the
+// Notifier sends one per round of Notify calls, however many commits asked
+// for it meanwhile.
+func TestNotifyAfterCommitLeavesTheNotificationToTheNotifier(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := testenv.NewPool(t, "orders")
+	ctx := testenv.Context(t)
+	listener, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { listener.Close(context.Background()) })
+	if _, err := listener.Exec(ctx, "LISTEN "+outbox.DefaultChannel); err != nil {
+		t.Fatal(err)
+	}
+	received := func(wait time.Duration) bool {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		_, err := listener.WaitForNotification(wctx)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && wctx.Err() == nil {
+			t.Fatalf("waiting for a notification: %v", err)
+		}
+		return err == nil
+	}
+
+	cfg := outbox.Config{NotifyAfterCommit: true}
+	w, err := outbox.NewWriter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return w.Enqueue(ctx, tx, event("orders", "order-1", 1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if received(500 * time.Millisecond) {
+		t.Fatal("the writer's transaction sent a NOTIFY, want none with NotifyAfterCommit")
+	}
+	if n := undispatched(t, ctx, pool); n != 1 {
+		t.Fatalf("%d undispatched events, want the one enqueued", n)
+	}
+
+	n, err := outbox.NewNotifier(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A thousand commits before the notifier runs fold into one NOTIFY.
+	for range 1000 {
+		n.Notify()
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(rctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("notifier: %v", err)
+		}
+	})
+	if !received(time.Minute) {
+		t.Fatal("no NOTIFY from the notifier")
+	}
+	testenv.Eventually(t, time.Minute, "the notifier counted its NOTIFY", func() bool { return n.Sent() >= 1 })
+	n.Notify()
+	if !received(time.Minute) {
+		t.Fatal("no NOTIFY for the second round")
+	}
+	testenv.Eventually(t, time.Minute, "the notifier counted its second NOTIFY", func() bool { return n.Sent() >= 2 })
+	if got := n.Sent(); got != 2 {
+		t.Errorf("the notifier sent %d NOTIFYs for two rounds of Notify, want 2", got)
+	}
+}
+
+// A relay that polls once an hour publishes an event written with
+// NotifyAfterCommit as soon as the Notifier is told of the commit.
+func TestNotifierWakesTheRelay(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 1)
+	ctx := testenv.Context(t)
+	cfg := outbox.Config{NotifyAfterCommit: true, PollInterval: time.Hour, Logger: testLogger(t)}
+	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), cfg)
+	n, err := outbox.NewNotifier(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	w, err := outbox.NewWriter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The relay's first round (after its LISTEN) may come before or after
+	// the commit; commit, notify, and repeat once published, so the second
+	// event can only have been found through the notifier.
+	for i := int64(1); i <= 2; i++ {
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			return w.Enqueue(ctx, tx, event(topic, "order-1", i))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		n.Notify()
+		testenv.Eventually(t, time.Minute, "the event published on the notifier's NOTIFY", func() bool {
+			return undispatched(t, ctx, pool) == 0
+		})
+	}
+}
