@@ -2,18 +2,14 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 )
-
-// Execer runs one statement; *pgxpool.Pool and *pgx.Conn satisfy it.
-type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
 
 // Notifier wakes the relays after commit, outside the writers'
 // transactions, for a Writer whose Config sets NotifyAfterCommit. Call
@@ -21,24 +17,33 @@ type Execer interface {
 // the NOTIFY. Notify never blocks: while one NOTIFY is on its way, every
 // Notify folds into the next one, so a process sends at most one at a time
 // however fast it commits, and no payment transaction waits for the
-// notification lock. Create one per process and outbox table, and run it
-// for the process's lifetime.
+// notification lock, nor for a connection: the Notifier has its own.
+// Create one per process and outbox table, and run it for the process's
+// lifetime.
 type Notifier struct {
-	db      Execer
+	conn    *pgx.ConnConfig
 	channel string
 	log     *slog.Logger
 	kick    chan struct{}
 	sent    atomic.Int64
 }
 
-// NewNotifier returns a Notifier that sends cfg's Channel on db (a pool: it
-// borrows a connection per NOTIFY).
-func NewNotifier(db Execer, cfg Config) (*Notifier, error) {
+// NewNotifier returns a Notifier that sends cfg's Channel on a connection
+// of its own to conn's database (a pool's: pool.Config().ConnConfig).
+func NewNotifier(conn *pgx.ConnConfig, cfg Config) (*Notifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("outbox: invalid config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	return &Notifier{db: db, channel: cfg.Channel, log: cfg.Logger, kick: make(chan struct{}, 1)}, nil
+	if conn == nil {
+		return nil, errors.New("outbox: NewNotifier needs a connection config")
+	}
+	conn = conn.Copy()
+	if conn.RuntimeParams == nil {
+		conn.RuntimeParams = map[string]string{}
+	}
+	conn.RuntimeParams["application_name"] = "paylab-outbox-notifier"
+	return &Notifier{conn: conn, channel: cfg.Channel, log: cfg.Logger, kick: make(chan struct{}, 1)}, nil
 }
 
 // Notify asks for a NOTIFY to be sent after this call; it returns at once.
@@ -56,27 +61,48 @@ func (n *Notifier) Sent() int64 { return n.sent.Load() }
 // a failure costs latency, never an event.
 const notifyRetry = 100 * time.Millisecond
 
-// Run sends the NOTIFYs asked for until ctx ends; it returns nil then.
+// Run sends the NOTIFYs asked for until ctx ends; it returns nil then. A
+// failed NOTIFY (or connection) is retried on a new connection after a
+// pause; meanwhile the relays poll.
 func (n *Notifier) Run(ctx context.Context) error {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-n.kick:
 		}
-		if _, err := n.db.Exec(ctx, "SELECT pg_notify($1, '')", n.channel); err != nil {
-			if ctx.Err() != nil {
-				return nil
+		err := func() (err error) {
+			if conn == nil {
+				if conn, err = pgx.ConnectConfig(ctx, n.conn); err != nil {
+					return err
+				}
 			}
-			n.log.WarnContext(ctx, "outbox notifier: NOTIFY failed; the relays will find the events by polling", "error", err)
-			n.Notify()
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(notifyRetry):
-			}
+			_, err = conn.Exec(ctx, "SELECT pg_notify($1, '')", n.channel)
+			return err
+		}()
+		if err == nil {
+			n.sent.Add(1)
 			continue
 		}
-		n.sent.Add(1)
+		if ctx.Err() != nil {
+			return nil
+		}
+		n.log.WarnContext(ctx, "outbox notifier: NOTIFY failed; the relays will find the events by polling", "error", err)
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			conn = nil
+		}
+		n.Notify()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(notifyRetry):
+		}
 	}
 }

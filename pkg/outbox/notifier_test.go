@@ -54,7 +54,7 @@ func TestNotifyAfterCommitLeavesTheNotificationToTheNotifier(t *testing.T) {
 		t.Fatalf("%d undispatched events, want the one enqueued", n)
 	}
 
-	n, err := outbox.NewNotifier(pool, cfg)
+	n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +83,17 @@ func TestNotifyAfterCommitLeavesTheNotificationToTheNotifier(t *testing.T) {
 	if got := n.Sent(); got != 2 {
 		t.Errorf("the notifier sent %d NOTIFYs for two rounds of Notify, want 2", got)
 	}
+
+	// Its connection killed, the notifier reconnects for the next round.
+	var killed int
+	if err := pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'paylab-outbox-notifier'`).Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("terminated %d notifier connections (%v), want 1", killed, err)
+	}
+	n.Notify()
+	if !received(time.Minute) {
+		t.Fatal("no NOTIFY after the notifier's connection was killed")
+	}
 }
 
 // A relay that polls once an hour publishes an event written with
@@ -94,7 +105,7 @@ func TestNotifierWakesTheRelay(t *testing.T) {
 	ctx := testenv.Context(t)
 	cfg := outbox.Config{NotifyAfterCommit: true, PollInterval: time.Hour, Logger: testLogger(t)}
 	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), cfg)
-	n, err := outbox.NewNotifier(pool, cfg)
+	n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	}{
 		{"B1 raw capture", func() (err error) { st.B1, err = rawCaptures(ctx, e, s); return err }},
 		{"S1 HTTP capture", func() (err error) { st.S1, err = httpCaptures(ctx, e, s); return err }},
+		{"C1 outbox write", func() (err error) { st.C1, err = e.outboxWrites(ctx, s, nil); return err }},
 		{"S2 backlogs", func() (err error) {
 			if one, err = e.newBacklog(ctx, "s2r1", "", s.Backlog); err != nil {
 				return err

@@ -54,10 +54,18 @@ func rawCaptures(ctx context.Context, e *env, s Sizes) ([]CaptureResult, error) 
 		if err != nil {
 			return out, err
 		}
+		nctx, stopNotifier := context.WithCancel(ctx)
+		ob, err := newRawOutbox(nctx, pool)
+		if err != nil {
+			stopNotifier()
+			pool.Close()
+			return out, err
+		}
 		next := generators(c)
 		l := closedLoop(ctx, c, s.Warmup, s.CaptureDuration, s.MinOps, func(ctx context.Context, w, n int) error {
-			return rawCapture(ctx, pool, "order-events", fmt.Sprintf("b1-%d-%d", w, n), next[w]())
+			return rawCapture(ctx, pool, ob, "order-events", fmt.Sprintf("b1-%d-%d", w, n), next[w]())
 		})
+		stopNotifier()
 		pool.Close()
 		r, err := captureResult(c, l)
 		out = append(out, r)

@@ -25,8 +25,9 @@ import (
 // statements are in db/queries/orders (TryLockIdempotencyKey,
 // GetIdempotencyKey, CreateOrder, CaptureOrder, InsertIdempotencyKey); the
 // event row is written by outbox.Enqueue, the library call the API makes
-// (one INSERT that also queues the relays' NOTIFY), so the baseline follows
-// the outbox table wherever it goes.
+// (one INSERT; the API wakes the relays after commit through an
+// outbox.Notifier, and so does the baseline), so the baseline follows the
+// outbox table wherever it goes.
 const (
 	// rawScope is the idempotency scope of POST /v1/payments.
 	rawScope = "POST /v1/payments"
@@ -55,13 +56,14 @@ var errRawKeyInFlight = errors.New("idempotency key in flight")
 // key, look it up, create the order, capture it, insert the outbox row,
 // store the key and its response, commit. A key already stored is a replay:
 // nothing is written, as in the API.
-func rawCapture(ctx context.Context, pool *pgxpool.Pool, topic, key string, p loadgen.Payment) error {
+func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, key string, p loadgen.Payment) error {
 	body, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
 	hash := sha256.Sum256(append([]byte(rawScope+"\x00"), body...))
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	enqueued := false
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var locked bool
 		if err := tx.QueryRow(ctx, rawLockKey, rawScope, key).Scan(&locked); err != nil {
 			return fmt.Errorf("locking idempotency key: %w", err)
@@ -87,7 +89,7 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, topic, key string, p lo
 		if err := tx.QueryRow(ctx, rawCaptureIt, id).Scan(&seq, &at, &payload, &response); err != nil {
 			return fmt.Errorf("capturing order %s: %w", id, err)
 		}
-		if err := outbox.Enqueue(ctx, tx, outbox.Event{
+		if err := ob.writer.Enqueue(ctx, tx, outbox.Event{
 			ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: id.String(), Type: "OrderCaptured",
 			SchemaVersion: 1, Sequence: seq, Topic: topic, Payload: payload, OccurredAt: at,
 		}); err != nil {
@@ -96,6 +98,33 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, topic, key string, p lo
 		if _, err := tx.Exec(ctx, rawInsertKey, rawScope, key, hash[:], 201, response); err != nil {
 			return fmt.Errorf("storing idempotency key: %w", err)
 		}
+		enqueued = true
 		return nil
 	})
+	if err == nil && enqueued {
+		ob.notifier.Notify()
+	}
+	return err
+}
+
+// rawOutbox is the outbox writer and notifier of B1's pool, set as the
+// orders service sets its own (outbox.Config.NotifyAfterCommit).
+type rawOutbox struct {
+	writer   *outbox.Writer
+	notifier *outbox.Notifier
+}
+
+// newRawOutbox returns pool's rawOutbox; its notifier runs until ctx ends.
+func newRawOutbox(ctx context.Context, pool *pgxpool.Pool) (rawOutbox, error) {
+	cfg := outbox.Config{NotifyAfterCommit: true}
+	w, err := outbox.NewWriter(cfg)
+	if err != nil {
+		return rawOutbox{}, err
+	}
+	n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg)
+	if err != nil {
+		return rawOutbox{}, err
+	}
+	go func() { _ = n.Run(ctx) }()
+	return rawOutbox{writer: w, notifier: n}, nil
 }

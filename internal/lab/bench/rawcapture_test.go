@@ -16,8 +16,12 @@ func TestRawCaptureWritesOrderEventAndKeyOnce(t *testing.T) {
 	pool, _ := testenv.NewPool(t, "orders")
 	ctx := testenv.Context(t)
 	p := loadgen.Payment{CustomerID: "cus_1", MerchantID: "mer_2", Amount: 1999, Currency: "EUR"}
+	ob, err := newRawOutbox(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
-		if err := rawCapture(ctx, pool, "order-events", "key-1", p); err != nil {
+		if err := rawCapture(ctx, pool, ob, "order-events", "key-1", p); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -24,6 +24,7 @@ type Report struct {
 type Stages struct {
 	B1 []CaptureResult `json:"b1_raw_capture"`
 	S1 []CaptureResult `json:"s1_http_capture"`
+	C1 []WriteResult   `json:"c1_outbox_write"`
 	B2 ProduceResult   `json:"b2_raw_produce"`
 	S2 []DrainResult   `json:"s2_relay_drain"`
 	B3 ConsumeResult   `json:"b3_raw_consume"`

@@ -18,6 +18,8 @@ const (
 	targetStatements = 2.0  // per batch
 	targetConsume    = 0.5  // S3/B3
 	targetGrowth     = 0.10 // S5: what history may cost
+	targetWrite      = 0.9  // C1 notify-after-commit / insert-only
+	targetWatermill  = 1.0  // C1 notify-after-commit / watermill
 )
 
 // Latency targets of S4 (p99 of commit → applied).
@@ -46,6 +48,7 @@ func rows(st Stages, s Sizes) []Row {
 		}
 		out = append(out, row)
 	}
+	out = append(out, writeRows(st.C1)...)
 	out = append(out, Row{Stage: "B2", What: "raw produce (relay's producer settings and messages)", Figure: rate(st.B2.PerSecond, "events/s")})
 	var one DrainResult
 	for _, d := range st.S2 {
@@ -96,6 +99,39 @@ func rows(st Stages, s Sizes) []Row {
 	return out
 }
 
+// writeRows are C1's rows: each contender at each concurrency, against the
+// insert-only baseline, and paylab's way against Watermill's.
+func writeRows(c1 []WriteResult) []Row {
+	base := map[int]float64{}
+	for _, w := range c1 {
+		if w.Contender == writeInsertOnly {
+			base[w.Concurrency] = w.PerSecond
+		}
+	}
+	paylab := map[int]float64{}
+	var out []Row
+	for _, w := range c1 {
+		row := Row{Stage: "C1", What: fmt.Sprintf("UPDATE order + 1 event, %s, concurrency %d", w.Contender, w.Concurrency),
+			Figure: rate(w.PerSecond, "tx/s"), P50: ptr(w.Latency.P50), P99: ptr(w.Latency.P99), Max: ptr(w.Latency.Max)}
+		switch w.Contender {
+		case writeNotifyInTx, writeWatermill:
+			row.Baseline, row.Ratio = "insert-only", ratio(w.PerSecond, base[w.Concurrency])
+		case writeAfterCommit:
+			paylab[w.Concurrency] = w.PerSecond
+			row.Baseline, row.Ratio, row.Target = "insert-only", ratio(w.PerSecond, base[w.Concurrency]), fmt.Sprintf("≥ %.2f", targetWrite)
+			row.Verdict = verdict(row.Ratio != nil && *row.Ratio >= targetWrite)
+		}
+		out = append(out, row)
+		if w.Contender == writeWatermill {
+			r := Row{Stage: "C1", What: fmt.Sprintf("  paylab (notify-after-commit) vs Watermill, concurrency %d", w.Concurrency),
+				Figure: "-", Baseline: "watermill", Ratio: ratio(paylab[w.Concurrency], w.PerSecond), Target: fmt.Sprintf("≥ %.2f", targetWatermill)}
+			r.Verdict = verdict(r.Ratio != nil && *r.Ratio >= targetWatermill)
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // e2eRow is an S4 row; with base, the S5 row comparing its p99 to base's.
 func e2eRow(stage, what string, r E2EResult, base *E2EResult) Row {
 	a := r.Applied
@@ -123,6 +159,7 @@ func e2eRow(stage, what string, r E2EResult, base *E2EResult) Row {
 func notes(st Stages, s Sizes) []string {
 	n := []string{
 		fmt.Sprintf("B1/S1: closed loop, N workers back to back for %s after %s of warm-up (longer until %d have completed); B1's pgx pool and S1's DATABASE_MAX_CONNS both equal N; latency per transaction / request.", s.CaptureDuration, s.Warmup, s.MinOps),
+		fmt.Sprintf("C1: one UPDATE of an order and its one event per transaction, closed loop as B1, a fresh orders database (%d orders, each worker its own) per contender and round, a LISTEN connection open; %d round(s), contenders alternated, median reported. insert-only = a plain INSERT of the row (the baseline); notify-in-tx = outbox.Enqueue's default, a NOTIFY in the transaction; notify-after-commit = Config.NotifyAfterCommit and a Notifier, as the orders service runs.", writeOrders, s.Rounds),
 		"B2: the relay's producer settings (idempotent, acks=all, one request in flight) and its messages (the S2 backlog, encoded by Event.ProducerMessage), fed continuously; first send to last ack.",
 		"S2: relays in this process with the default outbox.Config, one pool and producer each; start to the last event recorded dispatched.",
 		"statements: counted by a pgx tracer on the relays' connections (pg_stat_statements is not needed); per batch = all but the gauges, retention, LISTEN and claims that leased nothing, divided by the claims that leased events.",

@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paylab/paylab/pkg/outbox"
+)
+
+// C1 measures what writing the event costs the business transaction: one
+// UPDATE of an order plus its one event, committed, closed loop, by each way
+// of writing the event, on a fresh orders database each:
+//
+//	insert-only          the UPDATE and a plain single-row INSERT into the
+//	                     outbox table: the baseline, nothing beyond the row
+//	notify-in-tx         outbox.Enqueue as it comes: the row and a NOTIFY in
+//	                     the transaction
+//	notify-after-commit  Enqueue with NotifyAfterCommit and a Notifier, as the
+//	                     orders service runs it
+//	watermill            Watermill's SQL publisher in the same transaction
+//	                     (with --peers)
+//
+// A relay's LISTEN connection is open throughout, as in production. The
+// contenders alternate within each round; each figure is the median of the
+// rounds.
+
+// WriteResult is one contender of C1 at one concurrency.
+type WriteResult struct {
+	Contender string `json:"contender"`
+	CaptureResult
+}
+
+// The contenders of C1.
+const (
+	writeInsertOnly  = "insert-only"
+	writeNotifyInTx  = "notify-in-tx"
+	writeAfterCommit = "notify-after-commit"
+	writeWatermill   = "watermill"
+)
+
+// writeOrders is how many orders each C1 database holds; the workers update
+// disjoint subsets, so no transaction waits for another's row lock.
+const writeOrders = 20_000
+
+const (
+	writeSeedOrders = `INSERT INTO orders (id, customer_id, merchant_id, amount, currency, status)
+SELECT ('00000000-0000-7000-8000-' || lpad(to_hex(i), 12, '0'))::uuid, 'cus_' || (i %% 1000), 'mer_' || (i %% 50),
+       100 + (i * 7919) %% 49900, 'EUR', 'authorized'
+FROM generate_series(1, %d) AS i`
+	writeOrderIDs = `SELECT id::text FROM orders ORDER BY id`
+	writeUpdate   = `UPDATE orders SET event_seq = event_seq + 1, version = version + 1, updated_at = now() WHERE id = $1 RETURNING event_seq`
+	writeInsert   = `INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version, sequence, topic, payload, headers, occurred_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+)
+
+// writePeer runs a peer's capture on a prepared database.
+type writePeer func(ctx context.Context, dbURL string, workers int) (CaptureResult, error)
+
+// outboxWrites is C1 at each concurrency; watermill, when not nil, is
+// measured too.
+func (e *env) outboxWrites(ctx context.Context, s Sizes, watermill writePeer) ([]WriteResult, error) {
+	contenders := []string{writeInsertOnly, writeNotifyInTx, writeAfterCommit}
+	if watermill != nil {
+		contenders = append(contenders, writeWatermill)
+	}
+	var out []WriteResult
+	for _, c := range s.Concurrency {
+		rounds := map[string][]CaptureResult{}
+		for round := range s.Rounds {
+			for i := range contenders {
+				name := contenders[(i+round)%len(contenders)] // alternate who goes first
+				r, err := e.outboxWrite(ctx, s, name, c, round, watermill)
+				if err != nil {
+					return out, fmt.Errorf("C1 %s, concurrency %d: %w", name, c, err)
+				}
+				rounds[name] = append(rounds[name], r)
+			}
+		}
+		for _, name := range contenders {
+			out = append(out, WriteResult{Contender: name, CaptureResult: medianCapture(rounds[name])})
+		}
+	}
+	return out, nil
+}
+
+// medianCapture is the round with the median throughput.
+func medianCapture(rs []CaptureResult) CaptureResult {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b CaptureResult) int {
+		switch {
+		case a.PerSecond < b.PerSecond:
+			return -1
+		case a.PerSecond > b.PerSecond:
+			return 1
+		}
+		return 0
+	})
+	return rs[len(rs)/2]
+}
+
+// outboxWrite measures one contender once.
+func (e *env) outboxWrite(ctx context.Context, s Sizes, name string, c, round int, watermill writePeer) (CaptureResult, error) {
+	dbURL, err := e.database(ctx, fmt.Sprintf("c1c%dr%d%s", c, round, name[:2]), "orders")
+	if err != nil {
+		return CaptureResult{}, err
+	}
+	if err := withConn(ctx, dbURL, func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, fmt.Sprintf(writeSeedOrders, writeOrders))
+		return err
+	}); err != nil {
+		return CaptureResult{}, fmt.Errorf("seeding orders: %w", err)
+	}
+	listener, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return CaptureResult{}, err
+	}
+	lctx, stopListening := context.WithCancel(ctx)
+	listened := make(chan struct{})
+	defer func() {
+		stopListening()
+		<-listened
+		listener.Close(context.WithoutCancel(ctx))
+	}()
+	if _, err := listener.Exec(ctx, "LISTEN "+outbox.DefaultChannel); err != nil {
+		close(listened)
+		return CaptureResult{}, err
+	}
+	go func() { // drain the notifications, as a relay does
+		defer close(listened)
+		for lctx.Err() == nil {
+			if _, err := listener.WaitForNotification(lctx); err != nil && lctx.Err() == nil {
+				return
+			}
+		}
+	}()
+	if name == writeWatermill {
+		return watermill(ctx, dbURL, c)
+	}
+
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return CaptureResult{}, err
+	}
+	cfg.MaxConns, cfg.MinConns = int32(c), int32(c)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return CaptureResult{}, err
+	}
+	defer pool.Close()
+	var ids []string
+	if err := withConn(ctx, dbURL, func(conn *pgx.Conn) error {
+		rows, _ := conn.Query(ctx, writeOrderIDs)
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	}); err != nil {
+		return CaptureResult{}, fmt.Errorf("reading order ids: %w", err)
+	}
+	write, stop, err := writer(ctx, pool, name)
+	if err != nil {
+		return CaptureResult{}, err
+	}
+	defer stop()
+	payload, headers := writeEvent()
+	l := closedLoop(ctx, c, s.Warmup, s.CaptureDuration, s.MinOps, func(ctx context.Context, w, n int) error {
+		id := ids[(w+n*c)%len(ids)] // worker w's own orders: w, w+c, w+2c, …
+		return write(ctx, id, payload, headers)
+	})
+	return captureResult(c, l)
+}
+
+// writer returns contender name's transaction and what stops its helpers.
+func writer(ctx context.Context, pool *pgxpool.Pool, name string) (func(ctx context.Context, id string, payload json.RawMessage, headers map[string]string) error, func(), error) {
+	event := func(id string, seq int64, payload json.RawMessage, headers map[string]string) outbox.Event {
+		return outbox.Event{ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: id, Type: "OrderCaptured",
+			SchemaVersion: 1, Sequence: seq, Topic: "order-events", Payload: payload, Headers: headers, OccurredAt: time.Now()}
+	}
+	tx := func(ctx context.Context, id string, then func(tx pgx.Tx, seq int64) error) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var seq int64
+			if err := tx.QueryRow(ctx, writeUpdate, id).Scan(&seq); err != nil {
+				return fmt.Errorf("updating order %s: %w", id, err)
+			}
+			return then(tx, seq)
+		})
+	}
+	nothing := func() {}
+	switch name {
+	case writeInsertOnly:
+		return func(ctx context.Context, id string, payload json.RawMessage, headers map[string]string) error {
+			return tx(ctx, id, func(tx pgx.Tx, seq int64) error {
+				ev := event(id, seq, payload, headers)
+				_, err := tx.Exec(ctx, writeInsert, ev.ID, ev.AggregateType, ev.AggregateID, ev.Type, ev.SchemaVersion,
+					ev.Sequence, ev.Topic, ev.Payload, ev.Headers, ev.OccurredAt.UTC())
+				return err
+			})
+		}, nothing, nil
+	case writeNotifyInTx:
+		return func(ctx context.Context, id string, payload json.RawMessage, headers map[string]string) error {
+			return tx(ctx, id, func(tx pgx.Tx, seq int64) error { return outbox.Enqueue(ctx, tx, event(id, seq, payload, headers)) })
+		}, nothing, nil
+	case writeAfterCommit:
+		cfg := outbox.Config{NotifyAfterCommit: true}
+		w, err := outbox.NewWriter(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		nctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = n.Run(nctx) }()
+		return func(ctx context.Context, id string, payload json.RawMessage, headers map[string]string) error {
+				if err := tx(ctx, id, func(tx pgx.Tx, seq int64) error { return w.Enqueue(ctx, tx, event(id, seq, payload, headers)) }); err != nil {
+					return err
+				}
+				n.Notify()
+				return nil
+			}, func() {
+				cancel()
+				<-done
+			}, nil
+	}
+	return nil, nil, fmt.Errorf("unknown contender %q", name)
+}
+
+// writeEvent is C1's event: an OrderCaptured payload and the traceparent
+// header, as the orders service stores them.
+func writeEvent() (json.RawMessage, map[string]string) {
+	payload := json.RawMessage(`{"schema_version":1,"sequence":1,"order_id":"0193e9a4-5b7c-7def-8123-456789abcdef",` +
+		`"customer_id":"cus_417","merchant_id":"mer_17","amount":24731,"currency":"EUR","captured_at":"2026-12-03T04:12:45.123456Z"}`)
+	return payload, map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+}
