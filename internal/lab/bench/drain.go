@@ -15,6 +15,7 @@ type DrainResult struct {
 	Seconds    float64         `json:"seconds"`
 	PerSecond  float64         `json:"per_second"`
 	Statements StatementCounts `json:"statements"`
+	CPU        *CPU            `json:"cpu,omitempty"`
 }
 
 // backlog is an outbox holding a backlog of undispatched events for topic.
@@ -69,7 +70,7 @@ func (e *env) drain(ctx context.Context, b backlog, n int) (DrainResult, error) 
 			}
 		}
 	}
-	start := time.Now()
+	start, cpu := time.Now(), sampleCPU()
 	rs, err := e.startRelays(ctx, b.dbURL, n, false, tracer)
 	if err != nil {
 		return res, err
@@ -81,6 +82,7 @@ func (e *env) drain(ctx context.Context, b backlog, n int) (DrainResult, error) 
 		_ = rs.stop()
 		return res, ctx.Err()
 	}
+	res.CPU = cpu.perEvent(sampleCPU(), b.events, 0)
 	if err := rs.stop(); err != nil {
 		return res, fmt.Errorf("relays: %w", err)
 	}

@@ -70,6 +70,11 @@ func rows(st Stages, s Sizes) []Row {
 			Figure: fmt.Sprintf("%.2f per batch (%.2f with idle polls and gauges), %.4f per event", c.PerBatch, c.PerBatchAll, c.PerEvent),
 			Target: fmt.Sprintf("≤ %.0f per batch", targetStatements), Verdict: verdict(c.Batches > 0 && c.PerBatch <= targetStatements)})
 	}
+	for _, d := range st.S2 {
+		if d.CPU != nil {
+			out = append(out, Row{Stage: "S2", What: "CPU per event, " + relaysN(d.Relays), Figure: cpuFigure(d.CPU, "relays")})
+		}
+	}
 	out = append(out, Row{Stage: "B3", What: "raw consumer group", Figure: rate(st.B3.PerSecond, "events/s")})
 	s3 := Row{Stage: "S3", What: "ledger through the inbox", Figure: rate(st.S3.PerSecond, "events/s"),
 		Baseline: "B3", Ratio: ratio(st.S3.PerSecond, st.B3.PerSecond), Target: fmt.Sprintf("≥ %.2f", targetConsume)}
@@ -201,4 +206,9 @@ func overload(stage string, r E2EResult, ledgerRate float64) []string {
 	}
 	return []string{fmt.Sprintf("  %s %s is overloaded: %s — its latencies measure a queue growing while the load lasts, not a steady state.",
 		stage, r.Mode, strings.Join(why, "; "))}
+}
+
+// cpuFigure is a drain's CPU per event, the contender called who.
+func cpuFigure(c *CPU, who string) string {
+	return fmt.Sprintf("PostgreSQL %.1f µs, broker %.1f µs, %s %.1f µs", c.PostgreSQL, c.Broker, who, c.Contender)
 }
