@@ -15,6 +15,9 @@ type DrainResult struct {
 	Seconds    float64         `json:"seconds"`
 	PerSecond  float64         `json:"per_second"`
 	Statements StatementCounts `json:"statements"`
+	// PostgresCPUSeconds is the server's CPU time over the drain, where
+	// measured (the WAL relay's drain).
+	PostgresCPUSeconds float64 `json:"postgres_cpu_seconds,omitempty"`
 }
 
 // backlog is an outbox holding a backlog of undispatched events for topic.
