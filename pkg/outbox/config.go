@@ -103,6 +103,16 @@ type Config struct {
 	// Hooks are called at the relay's step boundaries, for fault injection
 	// and tests. Default: none.
 	Hooks Hooks
+
+	// Slot is the logical replication slot the WAL relay (NewWALRelay) reads.
+	// Slots belong to the whole PostgreSQL server, not to one database: two
+	// databases on one server with the same table name need different
+	// slots. A lower-case name of letters, digits and underscores, at most
+	// 63 characters. Default: the table's name + "_wal_relay".
+	Slot string
+	// Publication is the publication (of the table's INSERTs only) the WAL
+	// relay's slot decodes. Default: the table's name + "_wal".
+	Publication string
 }
 
 // Defaults.
@@ -180,7 +190,16 @@ func (c *Config) withNames() {
 			c.MetricPrefix = c.Table
 		}
 	}
+	if c.Slot == "" {
+		c.Slot = c.Table + "_wal_relay"
+	}
+	if c.Publication == "" {
+		c.Publication = c.Table + "_wal"
+	}
 }
+
+// walName is what Config.Slot and Config.Publication accept.
+var walName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
 // metricPrefix is what Config.MetricPrefix accepts.
 var metricPrefix = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
@@ -221,6 +240,12 @@ func (c Config) Validate() error {
 	}
 	if c.RetentionBatch < 1 {
 		errs = append(errs, fmt.Errorf("retention batch %d is not positive", c.RetentionBatch))
+	}
+	if !walName.MatchString(c.Slot) {
+		errs = append(errs, fmt.Errorf("slot %q is not a name of at most 63 lower-case letters, digits and underscores", c.Slot))
+	}
+	if !walName.MatchString(c.Publication) {
+		errs = append(errs, fmt.Errorf("publication %q is not a name of at most 63 lower-case letters, digits and underscores", c.Publication))
 	}
 	if len(c.ID) > 200 {
 		errs = append(errs, errors.New("relay ID is longer than 200 characters"))

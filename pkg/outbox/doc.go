@@ -162,6 +162,81 @@
 // (vacuum after 1 000 dead rows + 1 %, analyze after 1 000 + 2 %, no cost
 // delay) so dead tuples do not pile up in the partial indexes.
 //
+// # The WAL relay
+//
+// NewWALRelay(pool, replURL, publisher, Config{}) and Run(ctx), with the
+// same Run semantics as the polling relay (blocks until ctx ends, finishes
+// the batch in flight, returns nil; errors are logged, counted, retried).
+// Instead of claiming rows it reads the table's committed inserts from the
+// write-ahead log through a logical replication slot (pgoutput, binary
+// tuples): no claim statement, one UPDATE … SET dispatched_at WHERE id =
+// ANY($1) per acknowledged batch, so the gauges, retention and everything
+// that reads dispatched_at work as before. Requirements: wal_level=logical;
+// a role with the REPLICATION attribute that owns the table (the
+// publication); SetupWAL(ctx, pool, cfg) run once, or at every start (it is
+// idempotent), to create the publication Config.Publication (INSERTs only),
+// the slot Config.Slot (unique per server: slots are server-wide) and the
+// slot's row in <table>_wal_readers. DropWAL drops them: a slot that nobody
+// reads keeps the server's WAL from its position on.
+//
+// Hand-over. A slot streams only transactions that commit after it was
+// created. SetupWAL records, when it creates the slot, the highest pending
+// id and the time; before streaming, the reader publishes the events still
+// pending within those bounds, in id order, through the same publish path.
+// A transaction in flight while the slot was created may be both handed
+// over and streamed (a duplicate). Do not run polling relays and WAL relays
+// on one table at once.
+//
+// One reader. Relays share a slot through a lease in <table>_wal_readers on
+// the database clock (LeaseTTL, renewed every third of it): the holder
+// streams, the others poll every PollInterval and take over when it
+// expires (counted in wal_takeovers_total). The holder stops publishing a
+// quarter TTL before the database would let another relay take over,
+// measured from when its last successful renewal was sent, so two readers
+// never publish at once (only messages already handed to the producer may
+// still arrive: duplicates). PostgreSQL's refusal of a second consumer on
+// the slot is treated as "not ours yet". A clean stop releases the lease.
+//
+// Order and position. Transactions reach the Publisher in commit order, in
+// batches of up to BatchSize events (default DefaultWALBatchSize). Inside a
+// batch, an aggregate's ordered events go out in waves (its first event,
+// then its second, …), and a failed event is retried (RetryBackoff doubling
+// up to OutageMaxBackoff) before anything after it; a batch in which every
+// event failed is a broker outage, whose attempts are not counted. The
+// slot's confirmed position is the end of the last transaction whose events
+// were all acknowledged (or parked) and marked; only then does the reader
+// send it (StandbyStatusUpdate, at most every 200 ms, and every 10 s and on
+// request as a keepalive reply). After a crash, a takeover or a lost
+// connection, streaming resumes from that position: unconfirmed events are
+// published again, none is lost. A clean stop confirms what was published,
+// so a restart re-sends at most the part of one transaction that had been
+// published when it stopped. If PostgreSQL itself crashes, the slot may
+// restart from its last checkpointed position: more duplicates, no loss.
+//
+// Parking. As in the polling relay, events that fail permanently (or
+// MaxAttempts times) are parked, and so are the later ordered events of
+// their aggregate. The stream does not see updates, so unparking a row does
+// not retry it in this mode: re-insert it in one statement to put it back
+// in the stream with its event id,
+//
+//	WITH p AS (DELETE FROM outbox WHERE id = … RETURNING *)
+//	INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+//	    sequence, topic, payload, headers, occurred_at)
+//	SELECT event_id, aggregate_type, aggregate_id, event_type, schema_version,
+//	    sequence, topic, payload, headers, occurred_at FROM p;
+//
+// (the parked aggregate's later events likewise, in sequence order), then
+// restart the reader, which reloads the parked aggregates.
+//
+// Metrics: the polling relay's where they apply (pending, oldest pending
+// age, parked, published, publish errors, parked_total, batch_size,
+// publish latency and duration, relay errors, retention, broker outage),
+// plus <prefix>_wal_slot_lag_bytes (pg_wal_lsn_diff(pg_current_wal_lsn(),
+// confirmed_flush_lsn)), _wal_active_reader (1 on the reader, 0 on a
+// standby), _wal_reconnects_total and _wal_takeovers_total. Hooks:
+// AfterPublishBeforeMark runs after a batch is acknowledged, before it is
+// marked and confirmed.
+//
 // # Metrics
 //
 // Registered on Config.Registerer, named Config.MetricPrefix + "_…"

@@ -100,4 +100,5 @@ func ExampleMigrations() {
 	// 00002_outbox_storage.sql
 	// 00003_outbox_hot_claims.sql
 	// 00004_outbox_unordered.sql
+	// 00005_outbox_wal_reader.sql
 }

@@ -126,6 +126,7 @@ type consumed struct {
 	key       string
 	id        string
 	sequence  int64
+	source    string
 }
 
 // consumeAll reads topic from the start on every partition until it has
@@ -171,6 +172,8 @@ func consumeAll(t testing.TB, brokers []string, topic string, want, wantMessages
 						switch string(h.Key) {
 						case outbox.HeaderID:
 							c.id = string(h.Value)
+						case outbox.HeaderSource:
+							c.source = string(h.Value)
 						case outbox.HeaderSequence:
 							c.sequence, _ = strconv.ParseInt(string(h.Value), 10, 64)
 						}

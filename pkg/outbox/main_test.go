@@ -35,7 +35,9 @@ func TestMain(m *testing.M) {
 
 // runChildRelay runs a relay configured by the environment: DATABASE_URL,
 // KAFKA_BROKERS, RELAY_ID, RELAY_BATCH_SIZE, RELAY_LEASE_TTL and
-// CHAOS_CRASH_AT (a fault point armed to crash on its first hit).
+// CHAOS_CRASH_AT (a fault point armed to crash on its first hit); with
+// RELAY_MODE=wal, a WAL relay on RELAY_SLOT publishing with the CloudEvents
+// source RELAY_SOURCE.
 func runChildRelay() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -58,10 +60,25 @@ func runChildRelay() int {
 	if err != nil {
 		return fail(err)
 	}
-	pub := outbox.NewKafkaPublisher(producer, "/paylab/orders")
+	source := os.Getenv("RELAY_SOURCE")
+	if source == "" {
+		source = "/paylab/orders"
+	}
+	pub := outbox.NewKafkaPublisher(producer, source)
 	defer pub.Close()
 	batch, _ := strconv.Atoi(os.Getenv("RELAY_BATCH_SIZE"))
 	ttl, _ := time.ParseDuration(os.Getenv("RELAY_LEASE_TTL"))
+	if os.Getenv("RELAY_MODE") == "wal" {
+		relay, err := outbox.NewWALRelay(pool, os.Getenv("DATABASE_URL"), pub, outbox.Config{ID: os.Getenv("RELAY_ID"),
+			BatchSize: batch, LeaseTTL: ttl, Slot: os.Getenv("RELAY_SLOT"), PollInterval: 100 * time.Millisecond, Hooks: hooks})
+		if err != nil {
+			return fail(err)
+		}
+		if err := relay.Run(ctx); err != nil {
+			return fail(err)
+		}
+		return 0
+	}
 	relay, err := outbox.NewRelay(pool, pub, outbox.Config{ID: os.Getenv("RELAY_ID"), BatchSize: batch, LeaseTTL: ttl,
 		Hooks: hooks})
 	if err != nil {

@@ -80,6 +80,14 @@ func (c *Child) Stop(t testing.TB) {
 	}
 }
 
+// Kill kills the child at once (SIGKILL: no cleanup, a real crash) and
+// waits until it is gone.
+func (c *Child) Kill(t testing.TB) {
+	t.Helper()
+	_ = c.cmd.Process.Kill()
+	c.Wait(t, 30*time.Second)
+}
+
 // Metric sums the samples of a metric on the child's /metrics (0 while the
 // admin listener is not up yet).
 func (c *Child) Metric(name string) int {

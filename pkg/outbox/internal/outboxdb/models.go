@@ -31,3 +31,12 @@ type Outbox struct {
 	LastError     *string
 	ParkedAt      *time.Time
 }
+
+type OutboxWalReader struct {
+	Slot           string
+	Owner          *string
+	LeasedUntil    *time.Time
+	HandoverMaxID  int64
+	HandoverBefore time.Time
+	CreatedAt      time.Time
+}

@@ -56,6 +56,15 @@ type Outbox struct {
 	ParkedAt      *time.Time
 }
 
+type OutboxWalReader struct {
+	Slot           string
+	Owner          *string
+	LeasedUntil    *time.Time
+	HandoverMaxID  int64
+	HandoverBefore time.Time
+	CreatedAt      time.Time
+}
+
 type Refund struct {
 	ID        uuid.UUID
 	OrderID   uuid.UUID

@@ -17,6 +17,17 @@ type Config struct {
 	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable" redact:"password"`
 	KafkaBrokers string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
 	AdminAddr    string `env:"ADMIN_ADDR" envDefault:"127.0.0.1:9081"`
+	// Mode is poll (claim rows with leases; any number of relays share the
+	// work) or wal (stream the outbox's inserts from a logical replication
+	// slot; one reader, the other relays stand by).
+	Mode string `env:"RELAY_MODE" envDefault:"poll"`
+	// ReplicationURL connects the WAL relay's replication stream; default
+	// DATABASE_URL. The role needs the REPLICATION attribute.
+	ReplicationURL string `env:"RELAY_REPLICATION_URL" redact:"password"`
+	// Slot and Publication name the WAL relay's slot and publication;
+	// default outbox_wal_relay and outbox_wal.
+	Slot        string `env:"RELAY_SLOT"`
+	Publication string `env:"RELAY_PUBLICATION"`
 	// RelayID names this relay in lease_owner; default hostname-pid.
 	RelayID           string        `env:"RELAY_ID"`
 	BatchSize         int           `env:"RELAY_BATCH_SIZE" envDefault:"500"`
@@ -52,6 +63,14 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
 		bad("ADMIN_ADDR %q is not host:port: %w", c.AdminAddr, err)
+	}
+	switch c.Mode {
+	case ModePoll, ModeWAL:
+	default:
+		bad("RELAY_MODE %q is not %s or %s", c.Mode, ModePoll, ModeWAL)
+	}
+	if err := (outbox.Config{Slot: c.Slot, Publication: c.Publication}).Validate(); c.Mode == ModeWAL && err != nil {
+		bad("RELAY_SLOT / RELAY_PUBLICATION: %w", err)
 	}
 	if c.BatchSize < 1 || c.BatchSize > 10000 {
 		bad("RELAY_BATCH_SIZE %d is not in [1, 10000]", c.BatchSize)
@@ -92,6 +111,20 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Relay modes (RELAY_MODE).
+const (
+	ModePoll = "poll"
+	ModeWAL  = "wal"
+)
+
+// replicationURL is the connection string of the WAL relay's stream.
+func (c Config) replicationURL() string {
+	if c.ReplicationURL != "" {
+		return c.ReplicationURL
+	}
+	return c.DatabaseURL
+}
+
 // relayConfig maps the process configuration to the relay's.
 func (c Config) relayConfig(log *slog.Logger) outbox.Config {
 	maxAttempts := c.MaxAttempts
@@ -116,6 +149,8 @@ func (c Config) relayConfig(log *slog.Logger) outbox.Config {
 		StatsInterval:     c.StatsInterval,
 		Logger:            log,
 		Hooks:             faultHooks,
+		Slot:              c.Slot,
+		Publication:       c.Publication,
 	}
 }
 

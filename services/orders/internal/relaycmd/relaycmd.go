@@ -1,14 +1,24 @@
 // Package relaycmd runs the outbox relay as its own process: `orders relay`.
-// Any number of relay processes may run against one orders database; they
-// share the work through leases (package outbox).
+// Any number of relay processes may run against one orders database. In
+// the default mode (RELAY_MODE=poll) they share the work through leases;
+// with RELAY_MODE=wal one of them streams the outbox's inserts from a
+// logical replication slot and the others stand by (package outbox, "The
+// WAL relay"). The WAL mode creates the slot and the publication at start
+// if they do not exist: the database role must own the outbox table and
+// have the REPLICATION attribute, and PostgreSQL must run with
+// wal_level=logical.
 //
 // Environment (defaults in parentheses):
 //
 //	DATABASE_URL              orders database (postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable)
 //	KAFKA_BROKERS             comma-separated bootstrap brokers (127.0.0.1:59092)
 //	ADMIN_ADDR                admin listener: /healthz, /readyz, /metrics, /chaos (127.0.0.1:9081)
+//	RELAY_MODE                poll (claim with leases) or wal (stream a replication slot) (poll)
+//	RELAY_REPLICATION_URL     wal: the replication stream's connection string (DATABASE_URL)
+//	RELAY_SLOT                wal: replication slot, unique per server (outbox_wal_relay)
+//	RELAY_PUBLICATION         wal: publication of the outbox's inserts (outbox_wal)
 //	RELAY_ID                  lease owner name, unique per running relay (hostname-pid)
-//	RELAY_BATCH_SIZE          events per claim (500)
+//	RELAY_BATCH_SIZE          events per claim, or per published batch in wal mode (500)
 //	RELAY_LEASE_TTL           lease of a claimed batch; takeover time after a crash (30s)
 //	RELAY_POLL_INTERVAL       polling fallback to LISTEN/NOTIFY (1s)
 //	RELAY_RETRY_BACKOFF       first retry delay after a broker error, doubling (1s)
@@ -79,9 +89,23 @@ func Run(ctx context.Context, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	rcfg := cfg.relayConfig(log)
 	rcfg.Registerer = reg
-	relay, err := outbox.NewRelay(pool, pub, rcfg)
-	if err != nil {
-		return err
+	var runRelay func(context.Context) error
+	switch cfg.Mode {
+	case ModeWAL:
+		if err := outbox.SetupWAL(ctx, pool, rcfg); err != nil {
+			return err
+		}
+		relay, err := outbox.NewWALRelay(pool, cfg.replicationURL(), pub, rcfg)
+		if err != nil {
+			return err
+		}
+		runRelay = relay.Run
+	default:
+		relay, err := outbox.NewRelay(pool, pub, rcfg)
+		if err != nil {
+			return err
+		}
+		runRelay = relay.Run
 	}
 
 	router := admin.Handler(reg, map[string]admin.Check{
@@ -100,7 +124,7 @@ func Run(ctx context.Context, log *slog.Logger) error {
 
 	g := process.Group{ShutdownTimeout: cfg.ShutdownTimeout}
 	g.Serve("the admin listener", srv, ln)
-	g.Go(relay.Run)
+	g.Go(runRelay)
 	return g.Run(ctx, log)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -50,7 +51,7 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	if cfg.AdminAddr != "127.0.0.1:9081" || cfg.BatchSize != 500 || cfg.LeaseTTL != 30*time.Second ||
-		cfg.PollInterval != time.Second || cfg.Retention != 168*time.Hour || cfg.ChaosEnabled {
+		cfg.PollInterval != time.Second || cfg.Retention != 168*time.Hour || cfg.ChaosEnabled || cfg.Mode != relaycmd.ModePoll {
 		t.Fatalf("defaults = %+v", cfg)
 	}
 	tests := []struct {
@@ -65,6 +66,8 @@ func TestLoadConfig(t *testing.T) {
 		{"admin addr", map[string]string{"ADMIN_ADDR": "nope"}, "ADMIN_ADDR"},
 		{"chaos without token", map[string]string{"CHAOS_ENABLED": "true"}, "CHAOS_TOKEN"},
 		{"not a duration", map[string]string{"RELAY_LEASE_TTL": "soon"}, "RELAY_LEASE_TTL"},
+		{"mode", map[string]string{"RELAY_MODE": "cdc"}, "RELAY_MODE"},
+		{"slot", map[string]string{"RELAY_MODE": "wal", "RELAY_SLOT": "Not-A-Slot"}, "RELAY_SLOT"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,4 +222,62 @@ func TestRelayProcess(t *testing.T) {
 		t.Fatalf("killed relay exit status %d, want %d", code, chaos.ExitCode)
 	}
 
+}
+
+// RELAY_MODE=wal: the process creates its slot and publication, streams
+// the outbox's inserts to Kafka (the event is marked dispatched), reports
+// itself as the active reader, and stops cleanly on SIGTERM.
+func TestRelayProcessWALMode(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	admin, err := pgx.Connect(ctx, testenv.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, "ALTER ROLE orders REPLICATION"); err != nil {
+		t.Fatal(err)
+	}
+	pool, dbURL := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 1)
+	slot := fmt.Sprintf("t_relaycmd_%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for dctx.Err() == nil {
+			if err := outbox.DropWAL(dctx, pool, outbox.Config{Slot: slot}); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("slot %s not dropped", slot)
+	})
+
+	relay := startChild(t, dbURL, "RELAY_ID=wal", "RELAY_MODE=wal", "RELAY_SLOT="+slot)
+	e := outbox.Event{AggregateType: "order", AggregateID: "order-1", Type: "OrderCaptured", Sequence: 1,
+		Topic: topic, Payload: json.RawMessage(`{"order_id":"order-1"}`)}
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.Enqueue(ctx, tx, e) }); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var pending int
+		_ = pool.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE dispatched_at IS NULL").Scan(&pending)
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the WAL relay did not dispatch the event\n%s", relay.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, body := relay.call(t, "GET", "/metrics", "", ""); code != 200 || !strings.Contains(body, "paylab_outbox_wal_active_reader 1") {
+		t.Fatalf("/metrics = %d, without paylab_outbox_wal_active_reader 1", code)
+	}
+	if err := relay.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := relay.exitCode(t, 20*time.Second); code != 0 {
+		t.Fatalf("WAL relay exit status %d after SIGTERM, want 0", code)
+	}
 }

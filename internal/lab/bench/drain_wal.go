@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/pkg/outbox"
+)
+
+// drainWAL is S2 for the WAL relay: a fresh orders database, its slot and
+// publication (the run's role gets REPLICATION), n undispatched events
+// committed in txs equal transactions after the slot exists, then ONE WAL
+// relay (outbox.NewWALRelay, the relay's producer settings) drains them; the
+// clock runs from its start until it has marked every event dispatched, and
+// so does the PostgreSQL server's CPU time spent on the run (its postgres
+// processes, from /proc: the walsender, the relay's sessions, autovacuum
+// workers of its database). The
+// slot is dropped at the end, also after an error: a slot nobody reads
+// keeps the server's WAL.
+func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err error) {
+	res = DrainResult{Relays: 1, Events: n}
+	if txs < 1 || n%txs != 0 {
+		return res, fmt.Errorf("%d events do not split into %d equal transactions", n, txs)
+	}
+	stage := fmt.Sprintf("pwal%d", n)
+	dbURL, err := e.database(ctx, stage, "orders")
+	if err != nil {
+		return res, err
+	}
+	topic, err := e.topic(stage)
+	if err != nil {
+		return res, err
+	}
+	admin, err := pgx.Connect(ctx, e.cfg.AdminURL)
+	if err != nil {
+		return res, err
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	if _, err := admin.Exec(ctx, "ALTER ROLE "+pgx.Identifier{e.role}.Sanitize()+" REPLICATION"); err != nil {
+		return res, fmt.Errorf("granting REPLICATION to %s: %w", e.role, err)
+	}
+
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	reg := prometheus.NewRegistry()
+	cfg := outbox.Config{ID: "bench-wal-relay", Slot: "paylab_bench_" + e.run + "_" + stage, Registerer: reg}
+	if err := outbox.SetupWAL(ctx, pool, cfg); err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, dropSlot(context.WithoutCancel(ctx), admin, cfg.Slot)) }()
+
+	per := n / txs
+	for range txs {
+		sql := fmt.Sprintf(`INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+			sequence, topic, payload, headers, occurred_at, created_at)
+		SELECT event_id, 'order', order_id, 'OrderCaptured', 1, 1, $1, payload, headers, at, at
+		FROM (%s) AS rows`, seedRows(newPrefix(), per, false))
+		if _, err := pool.Exec(ctx, sql, topic); err != nil {
+			return res, fmt.Errorf("seeding a transaction of %d outbox rows: %w", per, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, "VACUUM ANALYZE outbox"); err != nil {
+		return res, fmt.Errorf("vacuuming the outbox: %w", err)
+	}
+
+	producer, err := sarama.NewAsyncProducer(e.cfg.Brokers, broker.RelayProducerConfig("paylab-bench-wal-relay", outbox.DefaultLeaseTTL))
+	if err != nil {
+		return res, fmt.Errorf("relay producer: %w", err)
+	}
+	pub := outbox.NewKafkaPublisher(producer, "/paylab/orders")
+	defer pub.Close()
+	relay, err := outbox.NewWALRelay(pool, dbURL, pub, cfg)
+	if err != nil {
+		return res, err
+	}
+	cpu := sampleCPU()
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- relay.Run(rctx) }()
+	stop := func() error { cancel(); return <-done }
+	var end time.Time
+	for {
+		got, err := gathered(reg, "paylab_outbox_published_total")
+		if err != nil {
+			return res, errors.Join(err, stop())
+		}
+		if got >= float64(n) {
+			end = time.Now()
+			res.CPU = cpu.perEvent(sampleCPU(), n, 0)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, errors.Join(ctx.Err(), stop())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := stop(); err != nil {
+		return res, fmt.Errorf("WAL relay: %w", err)
+	}
+	var pending int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE dispatched_at IS NULL`).Scan(&pending); err != nil {
+		return res, err
+	}
+	if pending > 0 {
+		return res, fmt.Errorf("%d events still pending after the WAL relay recorded %d", pending, n)
+	}
+	res.Seconds = end.Sub(start).Seconds()
+	res.PerSecond = perSecond(n, end.Sub(start))
+	return res, nil
+}
+
+// gathered reads a counter from reg.
+func gathered(reg *prometheus.Registry, name string) (float64, error) {
+	families, err := reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) > 0 {
+			return f.GetMetric()[0].GetCounter().GetValue(), nil
+		}
+	}
+	return 0, nil
+}
+
+// dropSlot drops a replication slot, ending the walsender still attached
+// to it (the relay's connection closes asynchronously).
+func dropSlot(ctx context.Context, admin *pgx.Conn, slot string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active", slot)
+		_, err := admin.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dropping replication slot %s: %w", slot, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,283 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
+)
+
+// DefaultWALBatchSize is the WAL relay's batch size when Config.BatchSize
+// is zero: a batch is one publish round trip and one UPDATE, so larger
+// batches cost the database less per event.
+const DefaultWALBatchSize = 5000
+
+// WALRelay publishes the outbox's committed inserts as they appear in the
+// write-ahead log, read through a logical replication slot (pgoutput),
+// instead of claiming rows: no claim statement, and one UPDATE per batch to
+// record dispatched_at. Run relays on several hosts for availability: one is
+// the slot's reader, the others are standbys (see doc.go, "The WAL relay").
+type WALRelay struct {
+	base    *Relay // queries, metrics, stats and retention, shared with the polling relay
+	pool    *pgxpool.Pool
+	repl    *pgconn.Config
+	pub     Publisher
+	cfg     Config
+	log     *slog.Logger
+	queries *outboxdb.Queries
+	wal     walMetrics
+}
+
+// walMetrics are the WAL relay's own metrics, next to the polling relay's.
+type walMetrics struct {
+	slotLag    prometheus.Gauge
+	active     prometheus.Gauge
+	reconnects prometheus.Counter
+	takeovers  prometheus.Counter
+}
+
+// NewWALRelay returns a relay that streams the outbox table in pool
+// (Config.Table) from the replication slot Config.Slot, connecting to it
+// with replURL (a connection string of the same database, for a role with
+// the REPLICATION attribute; "replication=database" is added), and
+// publishes with pub. SetupWAL must have created the slot and the
+// publication. cfg's zero fields take their defaults; BatchSize defaults to
+// DefaultWALBatchSize.
+func NewWALRelay(pool *pgxpool.Pool, replURL string, pub Publisher, cfg Config) (*WALRelay, error) {
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = DefaultWALBatchSize
+	}
+	base, err := NewRelay(pool, pub, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = base.cfg
+	repl, err := pgconn.ParseConfig(replURL)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: parsing the replication connection string: %w", err)
+	}
+	repl.RuntimeParams["replication"] = "database"
+	repl.RuntimeParams["application_name"] = "outbox-wal-relay " + cfg.ID
+	p := cfg.MetricPrefix + "_wal_"
+	m := walMetrics{
+		slotLag: prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "slot_lag_bytes",
+			Help: "WAL written since the slot's confirmed position (pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))."}),
+		active: prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "active_reader",
+			Help: "1 while this relay holds the reader lease and streams the slot, 0 while it is a standby."}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{Name: p + "reconnects_total",
+			Help: "Replication connections lost or refused and opened again."}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: p + "takeovers_total",
+			Help: "Reader leases taken over after another relay's expired."}),
+	}
+	for _, c := range []prometheus.Collector{m.slotLag, m.active, m.reconnects, m.takeovers} {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("outbox: registering WAL relay metrics: %w", err)
+		}
+	}
+	return &WALRelay{
+		base:    base,
+		pool:    pool,
+		repl:    repl,
+		pub:     pub,
+		cfg:     cfg,
+		log:     cfg.Logger.With("relay", cfg.ID, "slot", cfg.Slot),
+		queries: base.queries,
+		wal:     m,
+	}, nil
+}
+
+// ID is the relay's name in the reader lease.
+func (r *WALRelay) ID() string { return r.cfg.ID }
+
+// Run reads and publishes while this relay holds the reader lease, and
+// waits as a standby while another relay does, until ctx ends. At the end
+// it finishes the batch being published, confirms what was acknowledged,
+// releases the lease and returns nil. Database, replication and broker
+// errors are logged, counted and retried; they do not stop the relay.
+func (r *WALRelay) Run(ctx context.Context) error {
+	r.log.InfoContext(ctx, "outbox WAL relay started", "batch_size", r.cfg.BatchSize,
+		"lease_ttl", r.cfg.LeaseTTL, "publication", r.cfg.Publication)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.readerLoop(gctx) })
+	g.Go(func() error { return r.base.statsLoop(gctx) })
+	g.Go(func() error { return r.slotStatsLoop(gctx) })
+	if r.cfg.Retention > 0 {
+		g.Go(func() error { return r.base.retentionLoop(gctx) })
+	}
+	err := g.Wait()
+	r.log.InfoContext(context.WithoutCancel(ctx), "outbox WAL relay stopped")
+	return err
+}
+
+// readerLoop is the standby/reader cycle: poll for the lease every
+// PollInterval; while it is held, serve as the reader.
+func (r *WALRelay) readerLoop(ctx context.Context) error {
+	standby := false
+	for ctx.Err() == nil {
+		sent := time.Now()
+		row, err := r.acquire(ctx)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if !standby {
+				r.log.InfoContext(ctx, "another relay reads the slot; standing by")
+				standby = true
+			}
+		case err != nil:
+			if ctx.Err() == nil {
+				r.base.metrics.relayErrors.Inc()
+				r.log.ErrorContext(ctx, "taking the reader lease failed", "error", err)
+			}
+		default:
+			standby = false
+			if row.PreviousOwner != "" {
+				r.wal.takeovers.Inc()
+				r.log.WarnContext(ctx, "took over the slot from a reader whose lease expired", "previous", row.PreviousOwner)
+			}
+			r.serveWithLease(ctx, row, sent)
+			continue // poll at once: after a clean stop ctx is done; after a lost lease, try again
+		}
+		pause(ctx, r.cfg.PollInterval)
+	}
+	return nil
+}
+
+// acquire takes the reader lease; pgx.ErrNoRows while another relay holds it.
+func (r *WALRelay) acquire(ctx context.Context) (outboxdb.AcquireWALLeaseRow, error) {
+	actx, cancel := context.WithTimeout(ctx, r.cfg.LeaseTTL/4)
+	defer cancel()
+	return r.queries.AcquireWALLease(actx, outboxdb.AcquireWALLeaseParams{
+		Owner: r.cfg.ID, LeaseSeconds: r.cfg.LeaseTTL.Seconds(), Slot: r.cfg.Slot,
+	})
+}
+
+// serveWithLease is the reader's life: it holds the lease (renewing it every
+// third of the TTL) and streams until ctx ends or the lease is lost.
+func (r *WALRelay) serveWithLease(ctx context.Context, row outboxdb.AcquireWALLeaseRow, sent time.Time) {
+	l := r.holdLease(ctx, sent)
+	r.wal.active.Set(1)
+	r.log.InfoContext(ctx, "reading the slot")
+	r.serve(ctx, l.ctx, row)
+	r.wal.active.Set(0)
+	held := l.stop()
+	if held && ctx.Err() != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL/4)
+		defer cancel()
+		if err := r.queries.ReleaseWALLease(rctx, outboxdb.ReleaseWALLeaseParams{Slot: r.cfg.Slot, Owner: r.cfg.ID}); err != nil {
+			r.log.WarnContext(rctx, "releasing the reader lease failed; a standby takes over when it expires", "error", err)
+		}
+	}
+	if !held && ctx.Err() == nil {
+		r.log.ErrorContext(ctx, "lost the reader lease: stopped publishing; standing by")
+	}
+}
+
+// heldLease is a reader lease being renewed. ctx ends when the lease is
+// lost: the renewal found it taken or expired, or no renewal succeeded
+// before the relay's own deadline.
+type heldLease struct {
+	ctx  context.Context
+	lost atomic.Bool
+	stop func() bool // stops renewing; reports whether the lease was still held
+}
+
+// holdLease renews the lease taken at start. The relay's deadline is a
+// quarter of the TTL earlier than the database's expiry, measured from the
+// moment each successful statement was sent (the database's now() is
+// later), so a reader stops publishing before a standby may start: the
+// fence does not depend on the two hosts' clocks agreeing.
+func (r *WALRelay) holdLease(ctx context.Context, start time.Time) *heldLease {
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l := &heldLease{ctx: lctx}
+	margin := r.cfg.LeaseTTL * 3 / 4
+	var mu sync.Mutex
+	deadline := start.Add(margin)
+	expire := time.AfterFunc(time.Until(deadline), func() { l.lost.Store(true); cancel() })
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(r.cfg.LeaseTTL / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-lctx.Done():
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			dl := deadline
+			mu.Unlock()
+			sent := time.Now()
+			rctx, rcancel := context.WithDeadline(lctx, dl)
+			n, err := r.queries.RenewWALLease(rctx, outboxdb.RenewWALLeaseParams{
+				LeaseSeconds: r.cfg.LeaseTTL.Seconds(), Slot: r.cfg.Slot, Owner: r.cfg.ID,
+			})
+			rcancel()
+			switch {
+			case err != nil:
+				r.log.WarnContext(lctx, "renewing the reader lease failed; retrying", "error", err, "deadline", dl)
+			case n == 0:
+				l.lost.Store(true)
+				cancel()
+				return
+			default:
+				mu.Lock()
+				deadline = sent.Add(margin)
+				mu.Unlock()
+				expire.Reset(time.Until(sent.Add(margin)))
+			}
+		}
+	}()
+	l.stop = func() bool {
+		close(done)
+		<-finished
+		expire.Stop()
+		held := !l.lost.Load()
+		cancel()
+		return held
+	}
+	return l
+}
+
+// slotStatsLoop refreshes the slot lag gauge every StatsInterval.
+func (r *WALRelay) slotStatsLoop(ctx context.Context) error {
+	ticker := time.NewTicker(r.cfg.StatsInterval)
+	defer ticker.Stop()
+	for {
+		if lag, err := r.SlotLag(ctx); err != nil && ctx.Err() == nil {
+			r.log.WarnContext(ctx, "reading the slot lag failed", "error", err)
+		} else if err == nil {
+			r.wal.slotLag.Set(float64(lag))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// SlotLag returns how many bytes of WAL were written since the slot's
+// confirmed position: what a reader would have to decode to catch up, and
+// what the server keeps for the slot.
+func (r *WALRelay) SlotLag(ctx context.Context) (int64, error) {
+	var lag int64
+	err := r.pool.QueryRow(ctx, `SELECT COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint
+		FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Slot).Scan(&lag)
+	if err != nil {
+		return 0, fmt.Errorf("reading the lag of slot %s: %w", r.cfg.Slot, err)
+	}
+	return lag, nil
+}

@@ -1,0 +1,207 @@
+package outbox
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+)
+
+// walEvent is one outbox row decoded from the WAL (or read by the
+// hand-over), on its way through the WAL relay.
+type walEvent struct {
+	id        int64
+	createdAt time.Time
+	event     Event
+	err       error // set when the row cannot become an Event: it is parked
+	parked    bool  // resolved by parking (permanent error, or its aggregate is parked)
+	attempts  int   // failed publish attempts, broker outages not counted
+}
+
+// The columns the relay reads, with the type each must have. pgoutput sends
+// them in binary (the "binary" option), so the walsender spends no time
+// formatting uuids and timestamps.
+const (
+	colID = iota
+	colEventID
+	colAggregateType
+	colAggregateID
+	colEventType
+	colSchemaVersion
+	colSequence
+	colTopic
+	colPayload
+	colHeaders
+	colOccurredAt
+	colCreatedAt
+	numWALColumns
+)
+
+var walColumns = [numWALColumns]struct {
+	name string
+	oid  uint32
+}{
+	colID:            {"id", 20}, // int8
+	colEventID:       {"event_id", 2950},
+	colAggregateType: {"aggregate_type", 25},
+	colAggregateID:   {"aggregate_id", 25},
+	colEventType:     {"event_type", 25},
+	colSchemaVersion: {"schema_version", 23},
+	colSequence:      {"sequence", 20},
+	colTopic:         {"topic", 25},
+	colPayload:       {"payload", 3802},
+	colHeaders:       {"headers", 3802},
+	colOccurredAt:    {"occurred_at", 1184},
+	colCreatedAt:     {"created_at", 1184},
+}
+
+// fixedWidth are the binary sizes of the fixed-width columns.
+var fixedWidth = [...]struct{ col, n int }{
+	{colID, 8}, {colEventID, 16}, {colSchemaVersion, 4}, {colSequence, 8}, {colOccurredAt, 8}, {colCreatedAt, 8},
+}
+
+// walDecoder turns pgoutput Relation and Insert messages into walEvents.
+type walDecoder struct {
+	table     string
+	relations map[uint32]*[numWALColumns]int // relation id → position of each column in its tuples
+}
+
+func newWALDecoder(table string) *walDecoder {
+	return &walDecoder{table: table, relations: map[uint32]*[numWALColumns]int{}}
+}
+
+// relation records a table's column layout; pgoutput sends it before the
+// first change of the table in a session, and again after it changed.
+func (d *walDecoder) relation(m *pglogrepl.RelationMessage) error {
+	if m.RelationName != d.table {
+		delete(d.relations, m.RelationID)
+		return nil // not the outbox: its inserts are ignored
+	}
+	var pos [numWALColumns]int
+	for i := range pos {
+		pos[i] = -1
+	}
+	for i, c := range m.Columns {
+		for k, want := range walColumns {
+			if c.Name != want.name {
+				continue
+			}
+			if c.DataType != want.oid {
+				return fmt.Errorf("outbox column %s has type oid %d, want %d", c.Name, c.DataType, want.oid)
+			}
+			pos[k] = i
+		}
+	}
+	for k, p := range pos {
+		if p < 0 {
+			return fmt.Errorf("outbox table %s.%s has no column %s", m.Namespace, m.RelationName, walColumns[k].name)
+		}
+	}
+	d.relations[m.RelationID] = &pos
+	return nil
+}
+
+// insert decodes an inserted outbox row; ok is false for other tables. A
+// row that cannot become an Event (undecodable headers) comes back with err
+// set, to be parked as the polling relay parks it.
+func (d *walDecoder) insert(m *pglogrepl.InsertMessage) (e walEvent, ok bool, err error) {
+	pos := d.relations[m.RelationID]
+	if pos == nil {
+		return e, false, nil
+	}
+	cols := m.Tuple.Columns
+	col := func(k int) ([]byte, error) {
+		i := pos[k]
+		if i >= len(cols) {
+			return nil, fmt.Errorf("column %s missing from the tuple", walColumns[k].name)
+		}
+		c := cols[i]
+		if c.DataType != pglogrepl.TupleDataTypeBinary {
+			return nil, fmt.Errorf("column %s: tuple data kind %q, want binary", walColumns[k].name, c.DataType)
+		}
+		return c.Data, nil
+	}
+	var raw [numWALColumns][]byte
+	for k := range raw {
+		if raw[k], err = col(k); err != nil {
+			return e, true, err
+		}
+	}
+	fixed := func(k, n int) error {
+		if len(raw[k]) != n {
+			return fmt.Errorf("column %s: %d bytes, want %d", walColumns[k].name, len(raw[k]), n)
+		}
+		return nil
+	}
+	for _, f := range fixedWidth {
+		if err := fixed(f.col, f.n); err != nil {
+			return e, true, err
+		}
+	}
+	e.id = int64(binary.BigEndian.Uint64(raw[colID]))
+	e.createdAt = pgTime(raw[colCreatedAt])
+	payload, err := jsonbText(raw[colPayload])
+	if err != nil {
+		return e, true, fmt.Errorf("payload of outbox row %d: %w", e.id, err)
+	}
+	e.event = Event{
+		ID:            uuid.UUID(raw[colEventID]),
+		AggregateType: string(raw[colAggregateType]),
+		AggregateID:   string(raw[colAggregateID]),
+		Type:          string(raw[colEventType]),
+		SchemaVersion: int(int32(binary.BigEndian.Uint32(raw[colSchemaVersion]))),
+		Sequence:      int64(binary.BigEndian.Uint64(raw[colSequence])),
+		Topic:         string(raw[colTopic]),
+		Payload:       payload,
+		OccurredAt:    pgTime(raw[colOccurredAt]),
+	}
+	headers, err := jsonbText(raw[colHeaders])
+	if err != nil {
+		return e, true, fmt.Errorf("headers of outbox row %d: %w", e.id, err)
+	}
+	if len(headers) > 0 && string(headers) != "{}" {
+		if err := json.Unmarshal(headers, &e.event.Headers); err != nil {
+			e.err = Permanent(fmt.Errorf("decoding the headers of event %s: %w", e.event.ID, err))
+		}
+	}
+	return e, true, nil
+}
+
+// jsonbText strips the version byte of jsonb's binary form, leaving the
+// JSON text PostgreSQL renders (what pgx returns to the polling relay).
+func jsonbText(b []byte) (json.RawMessage, error) {
+	if len(b) == 0 || b[0] != 1 {
+		return nil, fmt.Errorf("unknown jsonb binary format")
+	}
+	return json.RawMessage(b[1:]), nil
+}
+
+// pgEpoch is PostgreSQL's timestamp epoch.
+var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// pgTime decodes a binary timestamptz: microseconds since 2000-01-01 UTC.
+func pgTime(b []byte) time.Time {
+	return pgEpoch.Add(time.Duration(int64(binary.BigEndian.Uint64(b))) * time.Microsecond)
+}
+
+// walEventFromRow turns a hand-over row into a walEvent.
+func walEventFromRow(id int64, createdAt time.Time, e Event, headers json.RawMessage) walEvent {
+	w := walEvent{id: id, createdAt: createdAt, event: e}
+	if len(headers) > 0 && string(headers) != "{}" {
+		if err := json.Unmarshal(headers, &w.event.Headers); err != nil {
+			w.err = Permanent(fmt.Errorf("decoding the headers of event %s: %w", e.ID, err))
+		}
+	}
+	return w
+}
+
+// lsnMax returns the larger position.
+func lsnMax(a, b pglogrepl.LSN) pglogrepl.LSN {
+	if a > b {
+		return a
+	}
+	return b
+}

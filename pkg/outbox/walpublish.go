@@ -1,0 +1,307 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
+)
+
+// aggKey names an aggregate.
+type aggKey struct{ typ, id string }
+
+var (
+	errLeaseLost = errors.New("the reader lease was lost: publishing stopped")
+	errStopping  = errors.New("stopping: the batch is left to the next reader")
+)
+
+// resolve publishes events (in commit order) until each is acknowledged or
+// parked, and returns nil then. Per-aggregate order: an ordered event is
+// sent only after its aggregate's earlier events in the batch were
+// acknowledged (the batch goes out in waves: the first event of each
+// aggregate, then the second, …), and a failed event is retried, with
+// backoff, before anything after it. An aggregate whose event is parked has
+// its later events parked too (parked is the set of such aggregates). It
+// gives up when the lease is lost (at once) or when the reader stops
+// (drain: after the attempt in progress); the batch is then not confirmed.
+func (r *WALRelay) resolve(lctx, drain context.Context, events []walEvent, parked map[aggKey]bool) error {
+	if len(events) == 0 {
+		return nil
+	}
+	wave := make([]int, len(events))
+	waves := 1
+	var seen map[aggKey]int
+	for i := range events {
+		e := &events[i].event
+		if e.Sequence == 0 {
+			continue
+		}
+		if seen == nil {
+			seen = make(map[aggKey]int, len(events))
+		}
+		k := aggKey{e.AggregateType, e.AggregateID}
+		wave[i] = seen[k]
+		seen[k]++
+		waves = max(waves, wave[i]+1)
+	}
+	idx := make([]int, 0, len(events))
+	for w := range waves {
+		idx = idx[:0]
+		for i := range events {
+			if wave[i] != w {
+				continue
+			}
+			ev := &events[i]
+			switch {
+			case ev.err != nil:
+				r.park(ev, ev.err, parked)
+			case ev.event.Sequence > 0 && parked[aggKey{ev.event.AggregateType, ev.event.AggregateID}]:
+				r.park(ev, fmt.Errorf("%w: an earlier event of %s %s is parked", ErrPermanent, ev.event.AggregateType, ev.event.AggregateID), parked)
+			default:
+				idx = append(idx, i)
+			}
+		}
+		if err := r.publishAll(lctx, drain, events, idx, parked); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// publishAll publishes events[idx] and retries the failed ones until each is
+// acknowledged or parked.
+func (r *WALRelay) publishAll(lctx, drain context.Context, events []walEvent, idx []int, parked map[aggKey]bool) error {
+	backoff := r.cfg.RetryBackoff
+	batch := make([]Event, 0, len(idx))
+	for len(idx) > 0 {
+		if lctx.Err() != nil {
+			return errLeaseLost
+		}
+		batch = batch[:0]
+		for _, i := range idx {
+			batch = append(batch, events[i].event)
+		}
+		pctx, cancel := context.WithTimeout(lctx, r.cfg.MaxPublishWait)
+		start := time.Now()
+		errs := r.pub.Publish(pctx, batch)
+		cancel()
+		r.base.metrics.publishDuration.Observe(time.Since(start).Seconds())
+		if lctx.Err() != nil {
+			return errLeaseLost
+		}
+		if errs == nil {
+			r.base.metrics.brokerOutage.Set(0)
+			return nil
+		}
+		if len(errs) != len(batch) {
+			err := fmt.Errorf("publisher returned %d results for %d events", len(errs), len(batch))
+			errs = make([]error, len(batch))
+			for k := range errs {
+				errs[k] = err
+			}
+		}
+		var retry []int
+		acked, permanent := 0, 0
+		var firstErr error
+		for k, i := range idx {
+			switch err := errs[k]; {
+			case err == nil:
+				acked++
+			case errors.Is(err, ErrPermanent):
+				permanent++
+				r.base.metrics.publishErrors.WithLabelValues("permanent").Inc()
+				r.park(&events[i], err, parked)
+			default:
+				r.base.metrics.publishErrors.WithLabelValues("transient").Inc()
+				firstErr = cmpOr(firstErr, err)
+				retry = append(retry, i)
+			}
+		}
+		if acked == 0 && permanent == 0 {
+			// Every event failed, none on its own merits: a broker outage,
+			// not the events' fault (doc.go). Attempts are not counted.
+			r.base.metrics.brokerOutage.Set(1)
+			r.base.metrics.outageBatches.Inc()
+		} else {
+			r.base.metrics.brokerOutage.Set(0)
+			kept := retry[:0]
+			for _, i := range retry {
+				events[i].attempts++
+				if r.cfg.MaxAttempts > 0 && events[i].attempts >= r.cfg.MaxAttempts {
+					r.park(&events[i], fmt.Errorf("%w: %d attempts failed, the last: %w", ErrPermanent, events[i].attempts, errs[indexOf(idx, i)]), parked)
+					continue
+				}
+				kept = append(kept, i)
+			}
+			retry = kept
+		}
+		if len(retry) == 0 {
+			return nil
+		}
+		if drain.Err() != nil {
+			return errStopping
+		}
+		r.log.WarnContext(lctx, "events not acknowledged; retrying them before anything after them",
+			"events", len(retry), "backoff", backoff, "error", firstErr)
+		select {
+		case <-time.After(backoff):
+		case <-lctx.Done():
+			return errLeaseLost
+		case <-drain.Done():
+			return errStopping
+		}
+		backoff = min(2*backoff, r.cfg.OutageMaxBackoff)
+		idx = retry
+	}
+	return nil
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func indexOf(idx []int, i int) int {
+	for k, v := range idx {
+		if v == i {
+			return k
+		}
+	}
+	return 0
+}
+
+// park resolves an event by parking it (recorded with the batch's mark); an
+// ordered event's aggregate is parked from then on.
+func (r *WALRelay) park(ev *walEvent, err error, parked map[aggKey]bool) {
+	ev.parked, ev.err = true, err
+	if ev.event.Sequence > 0 {
+		parked[aggKey{ev.event.AggregateType, ev.event.AggregateID}] = true
+	}
+	r.log.Warn("parking an event that cannot be published", "outbox_id", ev.id, "event_id", ev.event.ID, "error", err)
+}
+
+// markWithRetry records a resolved batch (see mark), retrying while the
+// lease is held and the reader runs; after that, one attempt is made.
+func (r *WALRelay) markWithRetry(lctx, drain context.Context, events []walEvent) error {
+	backoff := r.cfg.RetryBackoff
+	for {
+		err := r.mark(lctx, events)
+		if err == nil {
+			return nil
+		}
+		r.base.metrics.relayErrors.Inc()
+		if lctx.Err() != nil || drain.Err() != nil {
+			return err
+		}
+		r.log.ErrorContext(lctx, "recording a batch failed; retrying", "events", len(events), "error", err)
+		select {
+		case <-time.After(backoff):
+		case <-lctx.Done():
+			return err
+		case <-drain.Done():
+		}
+		backoff = min(2*backoff, r.cfg.OutageMaxBackoff)
+	}
+}
+
+// mark records a resolved batch: one UPDATE sets dispatched_at on the
+// acknowledged events, and one more parks the parked ones. A mark that
+// follows a lost lease is still correct (those events were acknowledged).
+func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL/4)
+	defer cancel()
+	ids := make([]int64, 0, len(events))
+	var parkIDs []int64
+	var parkErrs []string
+	for i := range events {
+		if events[i].parked {
+			parkIDs = append(parkIDs, events[i].id)
+			parkErrs = append(parkErrs, events[i].err.Error())
+			continue
+		}
+		ids = append(ids, events[i].id)
+	}
+	if len(ids) > 0 {
+		res, err := r.queries.MarkDispatched(ctx, ids)
+		if err != nil {
+			return fmt.Errorf("marking %d events dispatched: %w", len(ids), err)
+		}
+		r.base.metrics.published.Add(float64(res.Marked))
+		for i := range events {
+			if !events[i].parked {
+				r.base.metrics.publishLatency.Observe(res.MarkedAt.Sub(events[i].createdAt).Seconds())
+			}
+		}
+	}
+	if len(parkIDs) > 0 {
+		n, err := r.queries.ParkEvents(ctx, outboxdb.ParkEventsParams{Ids: parkIDs, Errors: parkErrs})
+		if err != nil {
+			return fmt.Errorf("parking %d events: %w", len(parkIDs), err)
+		}
+		r.base.metrics.parkedTotal.Add(float64(n))
+	}
+	return nil
+}
+
+// parkedAggregates loads the aggregates that have a parked ordered event.
+func (r *WALRelay) parkedAggregates(ctx context.Context) (map[aggKey]bool, error) {
+	rows, err := r.queries.ParkedAggregates(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the parked aggregates: %w", err)
+	}
+	parked := make(map[aggKey]bool, len(rows))
+	for _, row := range rows {
+		parked[aggKey{row.AggregateType, row.AggregateID}] = true
+	}
+	return parked, nil
+}
+
+// handover publishes the events that were pending when the slot was
+// created (bounded by the reader row's hand-over id and time), which the
+// slot's stream does not contain, in id order, a batch at a time, before
+// the reader streams. What it published is dispatched, so a reader that
+// starts later finds nothing left to hand over.
+func (r *WALRelay) handover(ctx, lctx context.Context, row outboxdb.AcquireWALLeaseRow, parked map[aggKey]bool) error {
+	if row.HandoverMaxID == 0 {
+		return nil
+	}
+	after, total := int64(0), 0
+	for {
+		rows, err := r.queries.WALHandoverEvents(lctx, outboxdb.WALHandoverEventsParams{
+			AfterID: after, MaxID: row.HandoverMaxID, CreatedBefore: row.HandoverBefore, BatchSize: int32(r.cfg.BatchSize),
+		})
+		if err != nil {
+			return fmt.Errorf("reading the events to hand over: %w", err)
+		}
+		if len(rows) == 0 {
+			break
+		}
+		events := make([]walEvent, len(rows))
+		for i, x := range rows {
+			events[i] = walEventFromRow(x.ID, x.CreatedAt, Event{
+				ID: x.EventID, AggregateType: x.AggregateType, AggregateID: x.AggregateID, Type: x.EventType,
+				SchemaVersion: int(x.SchemaVersion), Sequence: x.Sequence, Topic: x.Topic, Payload: x.Payload,
+				OccurredAt: x.OccurredAt,
+			}, x.Headers)
+		}
+		r.base.metrics.batchSize.Observe(float64(len(events)))
+		if err := r.resolve(lctx, ctx, events, parked); err != nil {
+			return err
+		}
+		if err := r.markWithRetry(lctx, ctx, events); err != nil {
+			return err
+		}
+		after, total = rows[len(rows)-1].ID, total+len(rows)
+	}
+	if total > 0 {
+		r.log.InfoContext(ctx, "handed over the events committed before the slot existed", "events", total)
+	}
+	return nil
+}

@@ -1,0 +1,403 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
+)
+
+// walBatch is a run of streamed events handed from the reader to the
+// publisher, in commit order: whole transactions, except that a transaction
+// larger than the batch size spans several batches.
+type walBatch struct {
+	events []walEvent
+	endLSN pglogrepl.LSN // end of the last transaction completed in this batch; 0 if none
+}
+
+const (
+	walIdleWake    = time.Second            // reader wake-up when nothing arrives: status updates
+	walLinger      = 5 * time.Millisecond   // how long a partial batch waits for a busy publisher before retrying the hand-off
+	walStatusEvery = 200 * time.Millisecond // at most this often, a status update for an advanced position
+	walStatusMax   = 10 * time.Second       // at least this often, a status update (well within wal_sender_timeout)
+)
+
+// serve runs the reader while the lease (lctx) is held and ctx lasts: the
+// hand-over of the events that predate the slot, then the stream, opened
+// again whenever it breaks.
+func (r *WALRelay) serve(ctx, lctx context.Context, row outboxdb.AcquireWALLeaseRow) {
+	both, cancel := context.WithCancel(lctx)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	var parked map[aggKey]bool
+	for {
+		var err error
+		if parked, err = r.parkedAggregates(both); err == nil {
+			if err = r.handover(ctx, lctx, row, parked); err == nil {
+				break
+			}
+		}
+		if both.Err() != nil {
+			return
+		}
+		r.base.metrics.relayErrors.Inc()
+		r.log.ErrorContext(ctx, "preparing to stream failed; retrying", "error", err)
+		pause(both, r.cfg.PollInterval)
+	}
+	for {
+		err := r.stream(ctx, lctx, parked)
+		if both.Err() != nil {
+			if err != nil {
+				r.log.WarnContext(context.WithoutCancel(ctx), "the stream ended with an error", "error", err)
+			}
+			return
+		}
+		r.wal.reconnects.Inc()
+		if slotInUse(err) {
+			// Not ours yet: the previous reader's walsender still holds the
+			// slot (PostgreSQL allows one consumer per slot). It goes when
+			// its connection does.
+			r.log.InfoContext(ctx, "the slot is still in use by the previous reader's connection; waiting", "error", err)
+		} else {
+			r.base.metrics.relayErrors.Inc()
+			r.log.ErrorContext(ctx, "the replication stream broke; reconnecting", "error", err)
+		}
+		pause(both, r.cfg.PollInterval)
+	}
+}
+
+// stream reads the slot from its confirmed position and publishes what it
+// reads, until ctx ends (clean stop: the batch being published is
+// finished, and its position confirmed), the lease is lost (lctx: stop at
+// once) or the connection breaks. Three stages: this goroutine reads and
+// decodes, one publishes batches in order, one marks them dispatched and
+// advances the position that the reader reports to the server.
+func (r *WALRelay) stream(ctx, lctx context.Context, parked map[aggKey]bool) (err error) {
+	rctx, stopReading := context.WithCancel(lctx)
+	defer stopReading()
+	defer context.AfterFunc(ctx, stopReading)()
+
+	conn, err := pgconn.ConnectConfig(rctx, r.repl)
+	if err != nil {
+		return fmt.Errorf("opening the replication connection: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	err = pglogrepl.StartReplication(rctx, conn, r.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
+		Mode: pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", r.cfg.Publication),
+			"binary 'true'"},
+	})
+	if err != nil {
+		return fmt.Errorf("starting replication from slot %s: %w", r.cfg.Slot, err)
+	}
+
+	var (
+		confirmed atomic.Uint64 // end of the last transaction published and marked
+		inflight  atomic.Int64  // batches handed to the publisher and not yet confirmed
+		pubCh     = make(chan *walBatch)
+		markCh    = make(chan *walBatch, 1)
+		wg        sync.WaitGroup
+		pubErr    error
+		markErr   error
+	)
+	// drain ends when the reader stops: the publisher finishes the attempt
+	// in progress but retries no more.
+	drain, stopDrain := context.WithCancel(context.Background())
+	defer stopDrain()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer close(markCh)
+		for b := range pubCh {
+			if err := r.resolve(lctx, drain, b.events, parked); err != nil {
+				pubErr = err
+				stopReading()
+				for range pubCh { //nolint:revive // discard what the reader still hands over
+				}
+				return
+			}
+			if err := r.cfg.Hooks.afterPublishBeforeMark(context.WithoutCancel(lctx)); err != nil {
+				pubErr = fmt.Errorf("after publish, before mark: %w", err)
+				stopReading()
+				for range pubCh { //nolint:revive // discard what the reader still hands over
+				}
+				return
+			}
+			markCh <- b
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for b := range markCh {
+			if err := r.markWithRetry(lctx, drain, b.events); err != nil {
+				markErr = err
+				stopReading()
+				for range markCh { //nolint:revive // unconfirmed: streamed again
+				}
+				return
+			}
+			if b.endLSN > 0 {
+				confirmed.Store(uint64(b.endLSN))
+			}
+			inflight.Add(-1)
+		}
+	}()
+
+	rd := &walReader{r: r, conn: conn, rctx: rctx, pubCh: pubCh, confirmed: &confirmed, inflight: &inflight,
+		dec: newWALDecoder(r.cfg.Table), batch: r.newBatch(), lastStatus: time.Now()}
+	readErr := rd.run()
+	stopDrain()
+	close(pubCh)
+	wg.Wait()
+	if readErr == nil && ctx.Err() != nil && lctx.Err() == nil && pubErr == nil && markErr == nil {
+		// A clean stop: report the final position and wait until the
+		// server has it, so the next reader starts after it.
+		if err := rd.finalStatus(); err != nil {
+			r.log.WarnContext(context.WithoutCancel(ctx), "confirming the final position failed; the next reader re-publishes from the last one", "error", err)
+		}
+	}
+	return errors.Join(readErr, pubErr, markErr)
+}
+
+func (r *WALRelay) newBatch() *walBatch {
+	return &walBatch{events: make([]walEvent, 0, min(r.cfg.BatchSize, 1024))}
+}
+
+// walReader is the reading stage of one stream.
+type walReader struct {
+	r         *WALRelay
+	conn      *pgconn.PgConn
+	rctx      context.Context
+	pubCh     chan<- *walBatch
+	confirmed *atomic.Uint64
+	inflight  *atomic.Int64
+	dec       *walDecoder
+	batch     *walBatch
+	inTx      bool
+
+	idle       pglogrepl.LSN // position confirmable while nothing is pending (keepalives, transactions without events)
+	flushed    pglogrepl.LSN // position last reported
+	lastStatus time.Time
+}
+
+// position is what may be reported as flushed: the end of the last
+// transaction whose events were all acknowledged and marked or, when
+// nothing is pending at all, the server's position from its keepalives.
+func (rd *walReader) position() pglogrepl.LSN {
+	pos := pglogrepl.LSN(rd.confirmed.Load())
+	if rd.inflight.Load() == 0 && !rd.inTx && len(rd.batch.events) == 0 && rd.batch.endLSN == 0 {
+		pos = lsnMax(pos, rd.idle)
+	}
+	return lsnMax(pos, rd.flushed)
+}
+
+func (rd *walReader) sendStatus(reply bool) error {
+	pos := rd.position()
+	err := pglogrepl.SendStandbyStatusUpdate(rd.rctx, rd.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pos, WALFlushPosition: pos, WALApplyPosition: pos, ReplyRequested: reply,
+	})
+	if err != nil {
+		return fmt.Errorf("sending the standby status: %w", err)
+	}
+	rd.flushed, rd.lastStatus = pos, time.Now()
+	return nil
+}
+
+// maybeStatus reports an advanced position at most every walStatusEvery,
+// and the position anyway every walStatusMax.
+func (rd *walReader) maybeStatus() error {
+	since := time.Since(rd.lastStatus)
+	if (since >= walStatusEvery && rd.position() != rd.flushed) || since >= walStatusMax {
+		return rd.sendStatus(false)
+	}
+	return nil
+}
+
+func (rd *walReader) pending() bool { return len(rd.batch.events) > 0 || rd.batch.endLSN > 0 }
+
+// handoff gives the batch to the publisher: at once if it is idle, or, with
+// block, waiting for it (and still reporting status, so the server does not
+// time the connection out while the broker is slow). It returns false when
+// the batch was kept.
+func (rd *walReader) handoff(block bool) bool {
+	b := rd.batch
+	rd.inflight.Add(1)
+	if !block {
+		select {
+		case rd.pubCh <- b:
+		default:
+			rd.inflight.Add(-1)
+			return false
+		}
+	} else {
+		t := time.NewTicker(walIdleWake)
+		defer t.Stop()
+	wait:
+		for {
+			select {
+			case rd.pubCh <- b:
+				break wait
+			case <-t.C:
+				if err := rd.maybeStatus(); err != nil {
+					rd.r.log.WarnContext(rd.rctx, "status update failed while the publisher is busy", "error", err)
+				}
+			case <-rd.rctx.Done():
+				rd.inflight.Add(-1)
+				return false
+			}
+		}
+	}
+	if len(b.events) > 0 {
+		rd.r.base.metrics.batchSize.Observe(float64(len(b.events)))
+	}
+	rd.batch = rd.r.newBatch()
+	return true
+}
+
+// run reads until rctx ends (nil) or the stream fails.
+func (rd *walReader) run() error {
+	var (
+		recvCtx    context.Context
+		recvCancel context.CancelFunc = func() {}
+		deadline   time.Time
+	)
+	defer func() { recvCancel() }()
+	wake := func(d time.Duration) {
+		recvCancel()
+		deadline = time.Now().Add(d)
+		recvCtx, recvCancel = context.WithDeadline(rd.rctx, deadline)
+	}
+	wake(walIdleWake)
+	for {
+		msg, err := rd.conn.ReceiveMessage(recvCtx)
+		if err != nil {
+			if rd.rctx.Err() != nil {
+				return nil
+			}
+			if recvCtx.Err() == nil {
+				return fmt.Errorf("receiving from the replication stream: %w", err)
+			}
+			// The wake-up: hand a waiting batch over, report progress.
+			if rd.pending() {
+				rd.handoff(false)
+			}
+			if err := rd.maybeStatus(); err != nil {
+				return err
+			}
+			if rd.pending() {
+				wake(walLinger)
+			} else {
+				wake(walIdleWake)
+			}
+			continue
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if err := rd.copyData(msg.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			return pgconn.ErrorResponseToPgError(msg)
+		case *pgproto3.CopyDone:
+			return errors.New("the server ended the replication stream")
+		default:
+			return fmt.Errorf("unexpected replication message %T", msg)
+		}
+		if rd.pending() && time.Until(deadline) > walLinger {
+			wake(walLinger)
+		}
+		if err := rd.maybeStatus(); err != nil {
+			return err
+		}
+	}
+}
+
+func (rd *walReader) copyData(data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("parsing a keepalive: %w", err)
+		}
+		rd.idle = lsnMax(rd.idle, pkm.ServerWALEnd)
+		if pkm.ReplyRequested {
+			return rd.sendStatus(false)
+		}
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("parsing WAL data: %w", err)
+		}
+		m, err := pglogrepl.Parse(xld.WALData)
+		if err != nil {
+			return fmt.Errorf("decoding a pgoutput message: %w", err)
+		}
+		return rd.message(m)
+	}
+	return nil
+}
+
+func (rd *walReader) message(m pglogrepl.Message) error {
+	switch m := m.(type) {
+	case *pglogrepl.RelationMessage:
+		return rd.dec.relation(m)
+	case *pglogrepl.BeginMessage:
+		rd.inTx = true
+	case *pglogrepl.InsertMessage:
+		e, ok, err := rd.dec.insert(m)
+		if err != nil {
+			return fmt.Errorf("decoding an outbox insert: %w", err)
+		}
+		if !ok {
+			return nil
+		}
+		rd.batch.events = append(rd.batch.events, e)
+		if len(rd.batch.events) >= rd.r.cfg.BatchSize {
+			rd.handoff(true)
+		}
+	case *pglogrepl.CommitMessage:
+		rd.inTx = false
+		if rd.pending() || rd.inflight.Load() > 0 {
+			rd.batch.endLSN = m.TransactionEndLSN
+			rd.handoff(false)
+		} else {
+			rd.idle = lsnMax(rd.idle, m.TransactionEndLSN)
+		}
+	}
+	return nil
+}
+
+// finalStatus reports the confirmed position and waits until the server
+// answers, which it does after recording it.
+func (rd *walReader) finalStatus() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rd.rctx = ctx
+	if err := rd.sendStatus(true); err != nil {
+		return err
+	}
+	for {
+		msg, err := rd.conn.ReceiveMessage(ctx)
+		if err != nil {
+			return err
+		}
+		if cd, ok := msg.(*pgproto3.CopyData); ok && len(cd.Data) > 0 && cd.Data[0] == pglogrepl.PrimaryKeepaliveMessageByteID {
+			return nil
+		}
+	}
+}
