@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,8 +27,8 @@ type payload struct {
 }
 
 // readPayload reads the bench's payload file: {"value": <the event's JSON>,
-// "headers": {name: value, …}}. The value is compacted, so its bytes do not
-// depend on how the file was indented.
+// "headers": {name: value, …}}. The value's bytes are sent as they are in
+// the file, spacing included, so every contender sends the same bytes.
 func readPayload(path string) (payload, error) {
 	if path == "" {
 		return payload{}, errors.New("no -payload-file")
@@ -48,11 +47,7 @@ func readPayload(path string) (payload, error) {
 	if len(f.Value) == 0 {
 		return payload{}, fmt.Errorf("payload file %s: no value", path)
 	}
-	var value bytes.Buffer
-	if err := json.Compact(&value, f.Value); err != nil {
-		return payload{}, fmt.Errorf("payload file %s: value: %w", path, err)
-	}
-	return payload{Value: value.Bytes(), Headers: f.Headers}, nil
+	return payload{Value: f.Value, Headers: f.Headers}, nil
 }
 
 // message builds the Watermill message of an event about orderID: the
