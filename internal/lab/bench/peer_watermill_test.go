@@ -102,8 +102,14 @@ func watermillEnv(t *testing.T) (*env, string, string) {
 		if err := e.close(); err != nil {
 			t.Error(err)
 		}
-		if t.Failed() || testing.Verbose() {
-			t.Logf("bench log:\n%s\nchild logs in %s", log.String(), e.cfg.LogDir)
+		if !t.Failed() {
+			return
+		}
+		t.Logf("bench log:\n%s", log.String())
+		logs, _ := filepath.Glob(filepath.Join(e.cfg.LogDir, "*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			t.Logf("%s:\n%s", filepath.Base(l), b)
 		}
 	})
 	payload := filepath.Join(dir, "payload.json")
