@@ -116,7 +116,9 @@ type watermillDrained struct {
 // of n messages written perTx per transaction through Watermill's
 // transactional publisher, then one Forwarder timed from its start until
 // the topic holds the n records. pg_stat_database counts the database's
-// transactions over the drain, as for the relays.
+// transactions over the drain, as for the relays; CPU has PostgreSQL's and
+// the broker's over the peer's run and the peer's own over the drain
+// (PeerCPUSeconds, also there when the servers run elsewhere).
 func (e *env) watermillDrain(ctx context.Context, bin string, n, perTx int, payloadFile string) (DrainResult, error) {
 	res := DrainResult{Relays: 1, Events: n}
 	stage := "pw" + randomHex(3)
@@ -150,10 +152,15 @@ func (e *env) watermillDrain(ctx context.Context, bin string, n, perTx int, payl
 	// A deadline, not a window: far longer than the slowest drain seen.
 	timeout := 5*time.Minute + time.Duration(n)*20*time.Millisecond
 	var out watermillDrained
+	cpu := sampleCPU()
 	if err := e.runPeer(ctx, bin, "watermill-"+stage+"-drain", &out, "drain", "-db", dbURL,
 		"-brokers", strings.Join(e.cfg.Brokers, ","), "-topic", topic, "-n", strconv.Itoa(n), "-timeout", timeout.String()); err != nil {
 		return res, err
 	}
+	// The servers' CPU over the peer's life (its start and stop included,
+	// a few milliseconds); the contender's is the peer's own over the drain.
+	peerCPU := time.Duration(out.CPUSeconds * float64(time.Second))
+	res.CPU = cpu.perEvent(sampleCPU(), n, max(peerCPU, time.Nanosecond))
 	after, err := serverTransactions(ctx, conn)
 	if err != nil {
 		return res, err

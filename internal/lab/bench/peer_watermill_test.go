@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,7 +135,10 @@ func TestWatermillPeerDrainsAndCaptures(t *testing.T) {
 	if d.Relays != 1 || d.Events != n || d.Seconds <= 0 || d.PerSecond <= 0 || d.PeerCPUSeconds <= 0 || d.Statements.ServerTransactions <= 0 {
 		t.Errorf("drain: %+v", d)
 	}
-	t.Logf("drain of %d: %.0f events/s, %.2f s of the peer's CPU", n, d.PerSecond, d.PeerCPUSeconds)
+	if d.CPU != nil && math.Abs(d.CPU.Contender-d.PeerCPUSeconds*1e6/n) > 0.01 {
+		t.Errorf("contender CPU %.1f µs per event, the peer measured %.2f s for %d", d.CPU.Contender, d.PeerCPUSeconds, n)
+	}
+	t.Logf("drain of %d: %.0f events/s, %.2f s of the peer's CPU; %+v", n, d.PerSecond, d.PeerCPUSeconds, d.CPU)
 
 	dbURL, err := e.database(ctx, "pwcap", "orders")
 	if err != nil {
