@@ -16,6 +16,9 @@ type DrainResult struct {
 	PerSecond  float64         `json:"per_second"`
 	Statements StatementCounts `json:"statements"`
 	CPU        *CPU            `json:"cpu,omitempty"`
+	// PeerCPUSeconds is a peer's own CPU over the drain (user + system), for
+	// a contender that runs as a process of its own.
+	PeerCPUSeconds float64 `json:"peer_cpu_seconds,omitempty"`
 }
 
 // backlog is an outbox holding a backlog of undispatched events for topic.
