@@ -113,6 +113,14 @@ type Config struct {
 	// Publication is the publication (of the table's INSERTs only) the WAL
 	// relay's slot decodes. Default: the table's name + "_wal".
 	Publication string
+	// WALKeepDispatched makes the WAL relay keep the events it published,
+	// with dispatched_at set (and deleted after Retention), as the polling
+	// relay does. Default false: it deletes them, one DELETE per batch. The
+	// stream already carried each event, so the row has served its purpose;
+	// the UPDATE that marks it writes a new row version, its index entries
+	// and their WAL (which the slot then decodes too), and more than doubles
+	// PostgreSQL's CPU per event. Parked events are kept either way.
+	WALKeepDispatched bool
 }
 
 // Defaults.

@@ -67,6 +67,15 @@ func walSetupAfter(t *testing.T, partitions int32, beforeSlot func(pool *pgxpool
 	t.Cleanup(admin.Close)
 	f := &walFixture{pool: pool, admin: admin, url: url, topic: testenv.NewTopic(t, partitions),
 		cfg: outbox.Config{Slot: "t_wal_" + uuid.NewString()[:8]}}
+	// The relay deletes what it published (unless WALKeepDispatched): a
+	// trigger keeps the deleted ids, so dispatched counts them.
+	if _, err := admin.Exec(ctx, `CREATE TABLE outbox_deleted (id bigint PRIMARY KEY);
+		CREATE FUNCTION outbox_deleted() RETURNS trigger LANGUAGE plpgsql AS
+			$$BEGIN INSERT INTO outbox_deleted VALUES (OLD.id); RETURN OLD; END$$;
+		CREATE TRIGGER outbox_deleted AFTER DELETE ON outbox FOR EACH ROW EXECUTE FUNCTION outbox_deleted();
+		GRANT SELECT, INSERT ON outbox_deleted TO orders`); err != nil {
+		t.Fatal(err)
+	}
 	if beforeSlot != nil {
 		beforeSlot(pool, f.topic)
 	}
@@ -148,7 +157,47 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 func dispatched(t testing.TB, ctx context.Context, pool *pgxpool.Pool) int64 {
 	t.Helper()
-	return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE dispatched_at IS NOT NULL")
+	return queryInt(t, ctx, pool, `SELECT (SELECT count(*) FROM outbox WHERE dispatched_at IS NOT NULL)
+		+ (SELECT count(*) FROM outbox_deleted)`)
+}
+
+// The WAL relay deletes the rows it published, or with WALKeepDispatched
+// keeps them marked dispatched; a parked row stays in either case.
+func TestWALRelayDeletesOrKeepsWhatItPublished(t *testing.T) {
+	t.Parallel()
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
+			f := walSetup(t, 1)
+			ctx := testenv.Context(t)
+			cfg := f.config(t, "reader", prometheus.NewRegistry())
+			cfg.WALKeepDispatched = keep
+			refused := event(f.topic, "order-refused", 1)
+			pub := outbox.PublisherFunc(func(ctx context.Context, events []outbox.Event) []error {
+				errs := make([]error, len(events))
+				for i := range events {
+					if events[i].ID == refused.ID {
+						errs[i] = outbox.Permanent(errors.New("refused"))
+					}
+				}
+				return errs
+			})
+			startWALRelay(t, f, pub, cfg)
+			ids := seedBacklog(t, ctx, f.pool, f.topic, "order", 99, 33)
+			enqueue(t, ctx, f.pool, refused)
+			waitFor(t, time.Minute, "every event published or parked", func() bool {
+				return dispatched(t, ctx, f.pool) == int64(len(ids)) &&
+					queryInt(t, ctx, f.pool, "SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL") == 1
+			})
+			rows := queryInt(t, ctx, f.pool, "SELECT count(*) FROM outbox")
+			want := int64(1)
+			if keep {
+				want += int64(len(ids))
+			}
+			if rows != want {
+				t.Errorf("%d rows left in the outbox, want %d", rows, want)
+			}
+		})
+	}
 }
 
 // seedBacklog commits n events, each the first of its own order (named
@@ -266,7 +315,9 @@ func TestWALRelayPublishesALateCommit(t *testing.T) {
 	f := walSetup(t, 1)
 	ctx := testenv.Context(t)
 	rec := newRecorder()
-	startWALRelay(t, f, rec.wrap("wal", newKafkaPublisher(t, testenv.Brokers())), f.config(t, "wal-0", nil))
+	cfg := f.config(t, "wal-0", nil)
+	cfg.WALKeepDispatched = true // the rows' ids are compared below
+	startWALRelay(t, f, rec.wrap("wal", newKafkaPublisher(t, testenv.Brokers())), cfg)
 
 	slow, err := f.pool.Begin(ctx)
 	if err != nil {

@@ -208,8 +208,9 @@ func (r *WALRelay) markWithRetry(lctx, drain context.Context, events []walEvent)
 	}
 }
 
-// mark records a resolved batch: one UPDATE sets dispatched_at on the
-// acknowledged events, and one more parks the parked ones. A mark that
+// mark records a resolved batch: one DELETE removes the acknowledged
+// events (or, with Config.WALKeepDispatched, one UPDATE sets their
+// dispatched_at), and one more statement parks the parked ones. A mark that
 // follows a lost lease is still correct (those events were acknowledged).
 func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 	if len(events) == 0 {
@@ -229,7 +230,15 @@ func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 		ids = append(ids, events[i].id)
 	}
 	if len(ids) > 0 {
-		res, err := r.queries.MarkDispatched(ctx, ids)
+		var res outboxdb.MarkDispatchedRow
+		var err error
+		if r.cfg.WALKeepDispatched {
+			res, err = r.queries.MarkDispatched(ctx, ids)
+		} else {
+			var d outboxdb.DeletePublishedRow
+			d, err = r.queries.DeletePublished(ctx, ids)
+			res = outboxdb.MarkDispatchedRow(d)
+		}
 		if err != nil {
 			return fmt.Errorf("marking %d events dispatched: %w", len(ids), err)
 		}

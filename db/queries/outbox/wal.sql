@@ -75,6 +75,19 @@ WITH marked AS (
 )
 SELECT (SELECT count(*) FROM marked)::bigint AS marked, now()::timestamptz AS marked_at;
 
+-- name: DeletePublished :one
+-- Deletes acknowledged events, in one statement per batch: the WAL relay's
+-- default record of a publish (Config.WALKeepDispatched marks them
+-- instead). A DELETE writes no new row version and no index entries, where
+-- the UPDATE writes both. Parked rows are never deleted. Returns what
+-- MarkDispatched returns.
+WITH deleted AS (
+    DELETE FROM /* TEMPLATE: table */outbox
+    WHERE id = ANY(sqlc.arg(ids)::bigint[]) AND dispatched_at IS NULL AND parked_at IS NULL
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM deleted)::bigint AS marked, now()::timestamptz AS marked_at;
+
 -- name: ParkEvents :execrows
 -- Parks events that cannot be published (errors by position), as the
 -- polling relay does: never retried, never deleted.

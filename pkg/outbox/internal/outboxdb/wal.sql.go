@@ -50,6 +50,32 @@ func (q *Queries) AcquireWALLease(ctx context.Context, arg AcquireWALLeaseParams
 	return i, err
 }
 
+const deletePublished = `-- name: DeletePublished :one
+WITH deleted AS (
+    DELETE FROM /* TEMPLATE: table */outbox
+    WHERE id = ANY($1::bigint[]) AND dispatched_at IS NULL AND parked_at IS NULL
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM deleted)::bigint AS marked, now()::timestamptz AS marked_at
+`
+
+type DeletePublishedRow struct {
+	Marked   int64
+	MarkedAt time.Time
+}
+
+// Deletes acknowledged events, in one statement per batch: the WAL relay's
+// default record of a publish (Config.WALKeepDispatched marks them
+// instead). A DELETE writes no new row version and no index entries, where
+// the UPDATE writes both. Parked rows are never deleted. Returns what
+// MarkDispatched returns.
+func (q *Queries) DeletePublished(ctx context.Context, ids []int64) (DeletePublishedRow, error) {
+	row := q.db.QueryRow(ctx, deletePublished, ids)
+	var i DeletePublishedRow
+	err := row.Scan(&i.Marked, &i.MarkedAt)
+	return i, err
+}
+
 const initWALReader = `-- name: InitWALReader :exec
 
 INSERT INTO /* TEMPLATE: table */outbox_wal_readers (slot, handover_max_id, handover_before)
