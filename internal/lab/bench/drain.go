@@ -15,6 +15,9 @@ type DrainResult struct {
 	Seconds    float64         `json:"seconds"`
 	PerSecond  float64         `json:"per_second"`
 	Statements StatementCounts `json:"statements"`
+	// PeerCPUSeconds is a peer's own process CPU time over the drain (a
+	// JVM's: every thread, JIT and GC included); paylab's relays have none.
+	PeerCPUSeconds float64 `json:"peer_cpu_seconds,omitempty"`
 }
 
 // backlog is an outbox holding a backlog of undispatched events for topic.
