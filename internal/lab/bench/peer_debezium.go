@@ -165,7 +165,13 @@ func (e *env) debeziumDrain(ctx context.Context, jar string, n, txs int) (res Dr
 	if n < 1 || txs < 1 || txs > n {
 		return res, fmt.Errorf("debezium drain: %d events in %d transactions", n, txs)
 	}
-	const stage = "pdbz"
+	// Each call of a run (the bench alternates contenders over rounds) has
+	// its own database, topic, slot and logs.
+	e.mu.Lock()
+	stage := fmt.Sprintf("pdbz%d", len(e.slots)+1)
+	slot := fmt.Sprintf("paylab_bench_%s_%s", e.run, stage)
+	e.slots = append(e.slots, slot)
+	e.mu.Unlock()
 	dbURL, err := e.database(ctx, stage, "orders")
 	if err != nil {
 		return res, err
@@ -191,10 +197,6 @@ func (e *env) debeziumDrain(ctx context.Context, jar string, n, txs int) (res Dr
 		return res, fmt.Errorf("creating %s: %w", debeziumTable, err)
 	}
 
-	slot := fmt.Sprintf("paylab_bench_%s_%s", e.run, stage)
-	e.mu.Lock()
-	e.slots = append(e.slots, slot)
-	e.mu.Unlock()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -216,7 +218,7 @@ func (e *env) debeziumDrain(ctx context.Context, jar string, n, txs int) (res Dr
 	var created struct {
 		Slot string `json:"slot"`
 	}
-	if err := e.runDebezium(ctx, jar, "init", flags, &created); err != nil {
+	if err := e.runDebezium(ctx, jar, stage, "init", flags, &created); err != nil {
 		return res, err
 	}
 	if created.Slot != slot {
@@ -232,7 +234,7 @@ func (e *env) debeziumDrain(ctx context.Context, jar string, n, txs int) (res Dr
 		PerSecond     float64 `json:"per_second"`
 		JVMCPUSeconds float64 `json:"jvm_cpu_seconds"`
 	}
-	if err := e.runDebezium(ctx, jar, "drain", append(flags, "--topic", topic,
+	if err := e.runDebezium(ctx, jar, stage, "drain", append(flags, "--topic", topic,
 		"--brokers", strings.Join(e.cfg.Brokers, ","), "--events", strconv.Itoa(n)), &drained); err != nil {
 		return res, err
 	}
@@ -275,8 +277,8 @@ FROM (` + seedRows(newPrefix(), size, false) + `) AS rows`
 
 // runDebezium runs the peer's mode in a fresh JVM, its log in the run's log
 // folder, and decodes the JSON object it prints last into out.
-func (e *env) runDebezium(ctx context.Context, jar, mode string, flags []string, out any) error {
-	log, err := e.logFile("debezium-" + mode)
+func (e *env) runDebezium(ctx context.Context, jar, stage, mode string, flags []string, out any) error {
+	log, err := e.logFile(stage + "-debezium-" + mode)
 	if err != nil {
 		return err
 	}
@@ -289,6 +291,7 @@ func (e *env) runDebezium(ctx context.Context, jar, mode string, flags []string,
 		return fmt.Errorf("debezium %s: %w; the end of its log %s:\n%s", mode, err, log.Name(), tail(logged, 30))
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	fmt.Fprintf(log, "debezium %s: %s\n", mode, lines[len(lines)-1])
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), out); err != nil {
 		return fmt.Errorf("debezium %s printed %q: %w", mode, stdout.String(), err)
 	}

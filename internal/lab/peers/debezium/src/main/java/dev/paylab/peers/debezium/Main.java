@@ -247,8 +247,9 @@ public final class Main {
         }
         double seconds = (d.endNanos - d.startNanos) / 1e9;
         double cpu = (d.endCpu - d.startCpu) / 1e9;
-        return String.format(Locale.ROOT, "{\"events\":%d,\"seconds\":%.6f,\"per_second\":%.3f,\"jvm_cpu_seconds\":%.6f}",
-                d.acked, seconds, d.acked / seconds, cpu);
+        return String.format(Locale.ROOT,
+                "{\"events\":%d,\"seconds\":%.6f,\"per_second\":%.3f,\"jvm_cpu_seconds\":%.6f,\"batches\":%d,\"first_record_seconds\":%.6f}",
+                d.acked, seconds, d.acked / seconds, cpu, d.batches, (d.firstNanos - d.startNanos) / 1e9);
     }
 
     /**
@@ -280,7 +281,8 @@ public final class Main {
         private final long target;
         final CountDownLatch done = new CountDownLatch(1);
         volatile long acked;
-        long startNanos, startCpu, endNanos, endCpu;
+        long batches;
+        long startNanos, startCpu, firstNanos, endNanos, endCpu;
 
         Drain(KafkaProducer<byte[], byte[]> producer, long target) {
             this.producer = producer;
@@ -296,6 +298,9 @@ public final class Main {
         public void handleBatch(List<ChangeEvent<SourceRecord, SourceRecord>> records,
                                 DebeziumEngine.RecordCommitter<ChangeEvent<SourceRecord, SourceRecord>> committer)
                 throws InterruptedException {
+            if (batches++ == 0) {
+                firstNanos = System.nanoTime();
+            }
             List<Future<RecordMetadata>> sent = new ArrayList<>(records.size());
             for (ChangeEvent<SourceRecord, SourceRecord> r : records) {
                 SourceRecord sr = r.value(); // the Connect format: the record itself, routed
