@@ -109,7 +109,8 @@ func (e *env) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// Slots go even from a kept run: a slot pins WAL for as long as it
-	// exists, and a database with one cannot be dropped.
+	// exists, and a database cannot be dropped while a slot is streaming
+	// from it (the inactive ones go with it).
 	errs := []error{e.dropSlots(ctx)}
 	if e.cfg.Keep {
 		return errors.Join(errs...)

@@ -323,7 +323,7 @@ func dropSlot(ctx context.Context, conn *pgx.Conn, slot string) error {
 }
 
 // dropSlots drops the replication slots of the run that still exist: those
-// of a peer that died before it could drop its own.
+// of a peer that died, or hung, before its drain could drop them.
 func (e *env) dropSlots(ctx context.Context) error {
 	e.mu.Lock()
 	slots := append([]string(nil), e.slots...)

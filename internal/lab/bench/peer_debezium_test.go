@@ -2,8 +2,10 @@ package bench
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -199,4 +201,94 @@ func readTopic(t *testing.T, topic string) []*sarama.ConsumerMessage {
 		pc.Close()
 	}
 	return out
+}
+
+// A slot left by a peer that hung (its drain never dropped it, a walsender
+// still streams from it) goes at env.close, even from a run that keeps its
+// databases: a slot pins WAL for as long as it exists.
+func TestEnvCloseDropsALeftoverSlot(t *testing.T) {
+	admin := os.Getenv("PAYLAB_ADMIN_DATABASE_URL")
+	if admin == "" {
+		t.Skip("PAYLAB_ADMIN_DATABASE_URL is unset: creating a replication slot needs a superuser")
+	}
+	recv, err := exec.LookPath("pg_recvlogical")
+	if err != nil {
+		found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_recvlogical")
+		if len(found) == 0 {
+			t.Skip("no pg_recvlogical to stream from the slot")
+		}
+		recv = found[0]
+	}
+	ctx := testenv.Context(t)
+	e, err := newEnv(ctx, Config{AdminURL: admin, Brokers: testenv.Brokers(), LogDir: t.TempDir(), Keep: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.database(ctx, "slot", "orders"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // what the kept run keeps
+		if err := withConn(context.Background(), admin, func(c *pgx.Conn) error {
+			if err := migrate.Drop(context.Background(), c, e.dbs[0]); err != nil {
+				return err
+			}
+			_, err := c.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{e.role}.Sanitize())
+			return err
+		}); err != nil {
+			t.Error(err)
+		}
+	})
+	slot := "paylab_bench_" + e.run + "_leftover"
+	e.slots = append(e.slots, slot)
+
+	// A logical slot belongs to a database: created and streamed from
+	// there, by PostgreSQL's own client in the hung peer's place.
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + e.dbs[0]
+	dbURL := u.String()
+	if err := withConn(ctx, dbURL, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'test_decoding')`, slot)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	streamer := exec.Command(recv, "--dbname", dbURL, "--slot", slot, "--start", "--file", os.DevNull, "--no-loop")
+	if err := streamer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- streamer.Wait() }()
+	t.Cleanup(func() {
+		_ = streamer.Process.Kill()
+		<-exited
+	})
+	for active := false; !active; {
+		if err := withConn(ctx, admin, func(c *pgx.Conn) error {
+			return c.QueryRow(ctx, `SELECT count(*) = 1 FROM pg_replication_slots WHERE slot_name = $1 AND active`, slot).Scan(&active)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("pg_recvlogical exited before streaming: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	if err := e.close(); err != nil {
+		t.Fatal(err)
+	}
+	var slots, dbs int
+	if err := withConn(ctx, admin, func(c *pgx.Conn) error {
+		return c.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1),
+			(SELECT count(*) FROM pg_database WHERE datname = $2)`, slot, e.dbs[0]).Scan(&slots, &dbs)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if slots != 0 || dbs != 1 {
+		t.Errorf("after close: %d slots named %s, %d databases named %s; want 0 and the kept 1", slots, slot, dbs, e.dbs[0])
+	}
 }
