@@ -156,7 +156,8 @@ func tail(out []byte, n int) string {
 // debeziumDrain is the Debezium peer's S2: in a fresh database, the outbox
 // table and the replication slot (created by the peer's init: a first short
 // start of the connector), then a backlog of n events written in txs
-// transactions of equal size, then a fresh JVM drains it to a fresh topic.
+// transactions of equal size (to one event), then a fresh JVM drains it to
+// a fresh topic.
 // The peer's clock runs from the engine's start to the nth acknowledgement;
 // PeerCPUSeconds is the JVM's CPU time over the same span. The slot is
 // dropped at the end, whatever happened (a leftover slot pins WAL forever).
