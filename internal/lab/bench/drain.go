@@ -17,7 +17,8 @@ type DrainResult struct {
 	Statements StatementCounts `json:"statements"`
 	CPU        *CPU            `json:"cpu,omitempty"`
 	// PeerCPUSeconds is a peer's own CPU over the drain (user + system), for
-	// a contender that runs as a process of its own.
+	// a contender that runs as a process of its own (a JVM's: every thread,
+	// JIT and GC included); paylab's relays have none.
 	PeerCPUSeconds float64 `json:"peer_cpu_seconds,omitempty"`
 }
 

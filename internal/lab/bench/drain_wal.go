@@ -19,18 +19,15 @@ import (
 // publication (the run's role gets REPLICATION), n undispatched events
 // committed in txs equal transactions after the slot exists, then ONE WAL
 // relay (outbox.NewWALRelay, the relay's producer settings) drains them; the
-// clock runs from its start until it has marked every event dispatched, and
-// so does the PostgreSQL server's CPU time spent on the run (its postgres
-// processes, from /proc: the walsender, the relay's sessions, autovacuum
-// workers of its database). The
-// slot is dropped at the end, also after an error: a slot nobody reads
-// keeps the server's WAL.
+// clock, and the CPU sample, run from its start until it has recorded every
+// event published. The slot is dropped at the end, also after an error: a
+// slot nobody reads keeps the server's WAL.
 func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err error) {
 	res = DrainResult{Relays: 1, Events: n}
 	if txs < 1 || n%txs != 0 {
 		return res, fmt.Errorf("%d events do not split into %d equal transactions", n, txs)
 	}
-	stage := fmt.Sprintf("pwal%d", n)
+	stage := fmt.Sprintf("pwal%d%s", n, randomHex(2)) // one per call: a run may drain several
 	dbURL, err := e.database(ctx, stage, "orders")
 	if err != nil {
 		return res, err
@@ -55,6 +52,9 @@ func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err er
 	defer pool.Close()
 	reg := prometheus.NewRegistry()
 	cfg := outbox.Config{ID: "bench-wal-relay", Slot: "paylab_bench_" + e.run + "_" + stage, Registerer: reg}
+	e.mu.Lock()
+	e.slots = append(e.slots, cfg.Slot) // dropped by close, should this drain not get to it
+	e.mu.Unlock()
 	if err := outbox.SetupWAL(ctx, pool, cfg); err != nil {
 		return res, err
 	}
@@ -136,21 +136,3 @@ func gathered(reg *prometheus.Registry, name string) (float64, error) {
 	return 0, nil
 }
 
-// dropSlot drops a replication slot, ending the walsender still attached
-// to it (the relay's connection closes asynchronously).
-func dropSlot(ctx context.Context, admin *pgx.Conn, slot string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active", slot)
-		_, err := admin.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("dropping replication slot %s: %w", slot, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}

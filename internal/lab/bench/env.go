@@ -32,6 +32,7 @@ type env struct {
 	dbs    []string
 	topics []string
 	logs   []*os.File
+	slots  []string // replication slots a peer may have left behind
 }
 
 func newEnv(ctx context.Context, cfg Config) (*env, error) {
@@ -98,19 +99,22 @@ func (e *env) logFile(name string) (*os.File, error) {
 	return f, nil
 }
 
-// close drops the databases and the role and deletes the topics, unless the
-// run keeps them.
+// close drops the replication slots a peer left, then the databases and the
+// role, and deletes the topics, unless the run keeps them.
 func (e *env) close() error {
 	defer e.admin.Close()
 	for _, f := range e.logs {
 		f.Close()
 	}
-	if e.cfg.Keep {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var errs []error
+	// Slots go even from a kept run: a slot pins WAL for as long as it
+	// exists, and a database cannot be dropped while a slot is streaming
+	// from it (the inactive ones go with it).
+	errs := []error{e.dropSlots(ctx)}
+	if e.cfg.Keep {
+		return errors.Join(errs...)
+	}
 	for _, t := range e.topics {
 		if err := e.admin.DeleteTopic(t); err != nil && !errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
 			errs = append(errs, fmt.Errorf("deleting topic %s: %w", t, err))
