@@ -14,11 +14,12 @@ import (
 	"github.com/paylab/paylab/internal/platform/broker"
 )
 
-// runBench: paylab bench [--quick] [--json] [--out DIR] [--bin DIR] [--keep] [--logs DIR]
+// runBench: paylab bench [--quick] [--peers] [--json] [--out DIR] [--bin DIR] [--keep] [--logs DIR]
 func runBench(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	quick := fs.Bool("quick", false, "tiny sizes: every stage in well under a minute (checks the harness, not the system)")
+	peers := fs.Bool("peers", false, "also run the peers (Watermill, Debezium) and every relay mode on the same PostgreSQL and Kafka, and drain the larger backlogs (needs Maven and wal_level=logical)")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of the table (progress goes to stderr)")
 	outDir := fs.String("out", "results", "folder the JSON report is written to")
 	exe, _ := os.Executable()
@@ -40,7 +41,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	cfg := bench.Config{
 		Bin: *bin, AdminURL: setup.AdminDatabaseURL, Brokers: broker.SplitBrokers(setup.KafkaBrokers),
-		Sizes: bench.Full, Log: out, LogDir: *logs, Keep: *keep,
+		Sizes: bench.Full, Log: out, LogDir: *logs, Keep: *keep, Peers: *peers,
 	}
 	if *quick {
 		cfg.Sizes = bench.Quick

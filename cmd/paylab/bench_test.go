@@ -94,9 +94,12 @@ func TestBenchQuick(t *testing.T) {
 			}
 		}
 	}
-	// S1, S2/B2, 3 relays, statements ×2, S3, S4 ×2, S5 ×3.
-	if targets != 11 {
-		t.Errorf("%d rows with a target, want 11", targets)
+	// S1, C1 ×2, S2/B2, 3 relays, statements ×2, S3, S4 ×2, S5 ×3.
+	if targets != 13 {
+		t.Errorf("%d rows with a target, want 13", targets)
+	}
+	if len(st.C1) != 3*len(rep.Sizes.Concurrency) || len(st.P1) != 0 {
+		t.Errorf("C1 %d results (want three contenders at each concurrency), P1 %d (want none without --peers)", len(st.C1), len(st.P1))
 	}
 	for _, want := range []string{"targets:", "machine:", "report: " + files[0]} {
 		if !strings.Contains(printed, want) {

@@ -54,14 +54,27 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		return nil
 	}
 
-	var one, three backlog
-	steps := []struct {
+	var (
+		one, three backlog
+		peers      peerTools
+		watermill  writePeer
+	)
+	type step struct {
 		name string
 		fn   func() error
-	}{
+	}
+	var steps []step
+	if cfg.Peers {
+		steps = append(steps, step{"peers: build", func() (err error) {
+			peers, err = e.buildPeers(ctx)
+			watermill = e.watermillWrites(peers, s)
+			return err
+		}})
+	}
+	steps = append(steps, []step{
 		{"B1 raw capture", func() (err error) { st.B1, err = rawCaptures(ctx, e, s); return err }},
 		{"S1 HTTP capture", func() (err error) { st.S1, err = httpCaptures(ctx, e, s); return err }},
-		{"C1 outbox write", func() (err error) { st.C1, err = e.outboxWrites(ctx, s, nil); return err }},
+		{"C1 outbox write", func() (err error) { st.C1, err = e.outboxWrites(ctx, s, watermill); return err }},
 		{"S2 backlogs", func() (err error) {
 			if one, err = e.newBacklog(ctx, "s2r1", "", s.Backlog); err != nil {
 				return err
@@ -101,6 +114,9 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}},
 		{"S4 end to end", func() (err error) { st.S4, err = e.endToEndBoth(ctx, "s4", "", "", e2eRate(st.S1), s); return err }},
 		{"S5 growth", func() error { return e.growth(ctx, st, s) }},
+	}...)
+	if cfg.Peers {
+		steps = append(steps, step{"P1 peer drains", func() (err error) { st.P1, err = e.peerDrains(ctx, peers, s); return err }})
 	}
 	for _, step := range steps {
 		if err := stage(step.name, step.fn); err != nil {

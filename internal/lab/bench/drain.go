@@ -31,6 +31,12 @@ type backlog struct {
 // newBacklog creates a database for stage (or uses dbURL when not empty)
 // and a topic, and seeds n undispatched events.
 func (e *env) newBacklog(ctx context.Context, stage, dbURL string, n int) (backlog, error) {
+	return e.newBacklogTx(ctx, stage, dbURL, n, 1)
+}
+
+// newBacklogTx is newBacklog with the events committed in txs equal
+// transactions.
+func (e *env) newBacklogTx(ctx context.Context, stage, dbURL string, n, txs int) (backlog, error) {
 	b := backlog{dbURL: dbURL, events: n}
 	var err error
 	if b.dbURL == "" {
@@ -46,7 +52,7 @@ func (e *env) newBacklog(ctx context.Context, stage, dbURL string, n int) (backl
 		return b, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return b, seedOutbox(ctx, conn, b.topic, n, false)
+	return b, seedOutboxTx(ctx, conn, b.topic, n, txs, false)
 }
 
 // drain is S2: n relays (default configuration, LISTEN/NOTIFY on) drain the

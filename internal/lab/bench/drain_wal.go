@@ -24,9 +24,6 @@ import (
 // slot nobody reads keeps the server's WAL.
 func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err error) {
 	res = DrainResult{Relays: 1, Events: n}
-	if txs < 1 || n%txs != 0 {
-		return res, fmt.Errorf("%d events do not split into %d equal transactions", n, txs)
-	}
 	stage := fmt.Sprintf("pwal%d%s", n, randomHex(2)) // one per call: a run may drain several
 	dbURL, err := e.database(ctx, stage, "orders")
 	if err != nil {
@@ -60,18 +57,8 @@ func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err er
 	}
 	defer func() { err = errors.Join(err, dropSlot(context.WithoutCancel(ctx), admin, cfg.Slot)) }()
 
-	per := n / txs
-	for range txs {
-		sql := fmt.Sprintf(`INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
-			sequence, topic, payload, headers, occurred_at, created_at)
-		SELECT event_id, 'order', order_id, 'OrderCaptured', 1, 1, $1, payload, headers, at, at
-		FROM (%s) AS rows`, seedRows(newPrefix(), per, false))
-		if _, err := pool.Exec(ctx, sql, topic); err != nil {
-			return res, fmt.Errorf("seeding a transaction of %d outbox rows: %w", per, err)
-		}
-	}
-	if _, err := pool.Exec(ctx, "VACUUM ANALYZE outbox"); err != nil {
-		return res, fmt.Errorf("vacuuming the outbox: %w", err)
+	if err := withConn(ctx, dbURL, func(c *pgx.Conn) error { return seedOutboxTx(ctx, c, topic, n, txs, false) }); err != nil {
+		return res, err
 	}
 
 	producer, err := sarama.NewAsyncProducer(e.cfg.Brokers, broker.RelayProducerConfig("paylab-bench-wal-relay", outbox.DefaultLeaseTTL))
@@ -135,4 +122,3 @@ func gathered(reg *prometheus.Registry, name string) (float64, error) {
 	}
 	return 0, nil
 }
-

@@ -235,6 +235,7 @@ func (e *env) debeziumDrain(ctx context.Context, jar string, n, txs int) (res Dr
 		PerSecond     float64 `json:"per_second"`
 		JVMCPUSeconds float64 `json:"jvm_cpu_seconds"`
 	}
+	cpu := sampleCPU() // the servers' over the JVM's whole run; the JVM's own over its drain
 	if err := e.runDebezium(ctx, jar, stage, "drain", append(flags, "--topic", topic,
 		"--brokers", strings.Join(e.cfg.Brokers, ","), "--events", strconv.Itoa(n)), &drained); err != nil {
 		return res, err
@@ -243,6 +244,7 @@ func (e *env) debeziumDrain(ctx context.Context, jar string, n, txs int) (res Dr
 		return res, fmt.Errorf("debezium drain: %d of %d events in %.3f s", drained.Events, n, drained.Seconds)
 	}
 	res.Seconds, res.PerSecond, res.PeerCPUSeconds = drained.Seconds, drained.PerSecond, drained.JVMCPUSeconds
+	res.CPU = cpu.perEvent(sampleCPU(), n, max(time.Duration(drained.JVMCPUSeconds*float64(time.Second)), time.Nanosecond))
 	return res, nil
 }
 

@@ -31,6 +31,7 @@ type Stages struct {
 	S3 ConsumeResult   `json:"s3_ledger_consume"`
 	S4 []E2EResult     `json:"s4_end_to_end"`
 	S5 Growth          `json:"s5_growth"`
+	P1 []PeerDrain     `json:"p1_peer_drains,omitempty"`
 	// Seconds is how long each stage took, setup included.
 	Seconds map[string]float64 `json:"stage_seconds"`
 }

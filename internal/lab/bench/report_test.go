@@ -135,3 +135,30 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 		t.Errorf("an infinite p99 is not shown as never:\n%s", table)
 	}
 }
+
+// P1 holds paylab's relays to 1.0× Debezium below a million events and
+// 1.5× from a million on.
+func TestPeerRowsTargets(t *testing.T) {
+	d := func(name string, n int, rate float64) PeerDrain {
+		return PeerDrain{Contender: name, Rounds: 1, DrainResult: DrainResult{Events: n, PerSecond: rate}}
+	}
+	rows := peerRows([]PeerDrain{
+		d(drainWAL, 100_000, 11_000), d(drainDebezium, 100_000, 10_000),
+		d(drainWAL, 1_000_000, 40_000), d(drainDebezium, 1_000_000, 30_000),
+	})
+	verdicts := map[string]string{}
+	for _, r := range rows {
+		if r.Target != "" {
+			verdicts[r.What] = r.Target + " " + string(r.Verdict)
+		}
+	}
+	want := map[string]string{
+		"  paylab-wal vs Debezium, 100000 events":  "≥ 1.00 pass",
+		"  paylab-wal vs Debezium, 1000000 events": "≥ 1.50 miss",
+	}
+	for what, v := range want {
+		if verdicts[what] != v {
+			t.Errorf("%q: %q, want %q (rows %v)", what, verdicts[what], v, verdicts)
+		}
+	}
+}

@@ -20,6 +20,8 @@ const (
 	targetGrowth     = 0.10 // S5: what history may cost
 	targetWrite      = 0.9  // C1 notify-after-commit / insert-only
 	targetWatermill  = 1.0  // C1 notify-after-commit / watermill
+	targetDebezium   = 1.0  // P1 paylab / Debezium below a million events
+	targetDebeziumM  = 1.5  // P1 paylab / Debezium at a million and more
 )
 
 // Latency targets of S4 (p99 of commit → applied).
@@ -86,6 +88,7 @@ func rows(st Stages, s Sizes) []Row {
 		out = append(out, Row{Stage: "S4", What: "  of which commit → published (relay), " + r.Mode, Figure: "-",
 			P50: ptr(p.P50), P99: ptr(p.P99), Max: ptr(p.Max)})
 	}
+	out = append(out, peerRows(st.P1)...)
 	if st.S5.History > 0 {
 		g := st.S5
 		row := Row{Stage: "S5", What: fmt.Sprintf("S2 with %d rows of history, 1 relay", g.History),
@@ -183,6 +186,10 @@ func notes(st Stages, s Sizes) []string {
 	for _, r := range st.S5.S4 {
 		n = append(n, overload("S5", r, st.S3.PerSecond)...)
 	}
+	if len(st.P1) > 0 {
+		n = append(n, fmt.Sprintf("P1 (--peers): each contender drains a backlog written in %d equal transactions the way it is meant to be written (paylab: INSERT into the outbox; Debezium: INSERT into its outbox table; Watermill: its transactional SQL publisher), on a fresh database and 6-partition topic of the same servers, contenders alternated, median of %d rounds below %d events, one round at and above. paylab-poll: one polling relay, defaults; paylab-wal: one WAL relay (outbox.NewWALRelay), slot made before the backlog, deleting what it published; Debezium %s (internal/lab/peers/debezium/pom.xml): embedded engine, pgoutput, outbox EventRouter, KafkaProducer acks=all idempotent, offsets committed after each acknowledged batch, clock from engine start (JVM launch excluded); Watermill: forwarder, SQL subscriber → Kafka publisher, clock until the topic holds every record. CPU: PostgreSQL's and the broker's from /proc over the drain, the contender's its own.",
+			peerTransactions, s.Rounds, bigBacklog, "3.6.1.Final"))
+	}
 	if st.S5.History > 0 {
 		n = append(n, fmt.Sprintf("S5: %d dispatched outbox rows and %d processed inbox rows (with their orders' sequences), seeded, vacuumed and checkpointed in %.0fs, before S2 and S4 run again.",
 			st.S5.History, st.S5.History, st.S5.SeedSeconds))
@@ -211,4 +218,56 @@ func overload(stage string, r E2EResult, ledgerRate float64) []string {
 // cpuFigure is a drain's CPU per event, the contender called who.
 func cpuFigure(c *CPU, who string) string {
 	return fmt.Sprintf("PostgreSQL %.1f µs, broker %.1f µs, %s %.1f µs", c.PostgreSQL, c.Broker, who, c.Contender)
+}
+
+// peerRows are P1's rows: each contender's drain of each backlog, and
+// paylab's relays against Debezium (with the target) and Watermill.
+func peerRows(p1 []PeerDrain) []Row {
+	var out []Row
+	by := map[int]map[string]DrainResult{}
+	for _, d := range p1 {
+		if by[d.Events] == nil {
+			by[d.Events] = map[string]DrainResult{}
+		}
+		by[d.Events][d.Contender] = d.DrainResult
+		row := Row{Stage: "P1", What: fmt.Sprintf("drain of %d events (%d transactions), %s", d.Events, peerTransactionsOf(d.Events), d.Contender),
+			Figure: rate(d.PerSecond, "events/s")}
+		if d.Rounds > 1 {
+			row.What += fmt.Sprintf(", median of %d", d.Rounds)
+		}
+		out = append(out, row)
+		if d.CPU != nil {
+			out = append(out, Row{Stage: "P1", What: "  CPU per event, " + d.Contender, Figure: cpuFigure(d.CPU, d.Contender)})
+		}
+	}
+	for _, d := range p1 {
+		if d.Contender != drainPoll && d.Contender != drainWAL {
+			continue
+		}
+		peers := by[d.Events]
+		if dbz, ok := peers[drainDebezium]; ok {
+			target := targetDebezium
+			if d.Events >= bigBacklog {
+				target = targetDebeziumM
+			}
+			r := Row{Stage: "P1", What: fmt.Sprintf("  %s vs Debezium, %d events", d.Contender, d.Events), Figure: "-",
+				Baseline: drainDebezium, Ratio: ratio(d.PerSecond, dbz.PerSecond), Target: fmt.Sprintf("≥ %.2f", target)}
+			r.Verdict = verdict(r.Ratio != nil && *r.Ratio >= target)
+			out = append(out, r)
+		}
+		if wm, ok := peers[drainWatermill]; ok {
+			out = append(out, Row{Stage: "P1", What: fmt.Sprintf("  %s vs Watermill, %d events", d.Contender, d.Events), Figure: "-",
+				Baseline: drainWatermill, Ratio: ratio(d.PerSecond, wm.PerSecond)})
+		}
+	}
+	return out
+}
+
+// peerTransactionsOf is how many transactions peerDrains writes n events in.
+func peerTransactionsOf(n int) int {
+	txs := min(peerTransactions, n)
+	for n%txs != 0 {
+		txs--
+	}
+	return txs
 }

@@ -45,16 +45,28 @@ func newPrefix() string { return fmt.Sprintf("%08x", rand.Uint32()) }
 // written. It then vacuums and analyzes the table, so the run measures the
 // relay, not autovacuum catching up with the seed.
 func seedOutbox(ctx context.Context, conn *pgx.Conn, topic string, n int, history bool) error {
+	return seedOutboxTx(ctx, conn, topic, n, 1, history)
+}
+
+// seedOutboxTx is seedOutbox in txs transactions of equal size (n must
+// divide), as the peers' backlogs are written: the WAL relay and Debezium
+// decode them one transaction at a time.
+func seedOutboxTx(ctx context.Context, conn *pgx.Conn, topic string, n, txs int, history bool) error {
+	if txs < 1 || n%txs != 0 {
+		return fmt.Errorf("%d events do not split into %d equal transactions", n, txs)
+	}
 	dispatched := "NULL::timestamptz"
 	if history {
 		dispatched = "at + interval '20 milliseconds'"
 	}
-	sql := fmt.Sprintf(`INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+	for range txs {
+		sql := fmt.Sprintf(`INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
 		sequence, topic, payload, headers, occurred_at, created_at, dispatched_at)
 	SELECT event_id, 'order', order_id, 'OrderCaptured', 1, 1, $1, payload, headers, at, at, %s
-	FROM (%s) AS rows`, dispatched, seedRows(newPrefix(), n, history))
-	if _, err := conn.Exec(ctx, sql, topic); err != nil {
-		return fmt.Errorf("seeding %d outbox rows: %w", n, err)
+	FROM (%s) AS rows`, dispatched, seedRows(newPrefix(), n/txs, history))
+		if _, err := conn.Exec(ctx, sql, topic); err != nil {
+			return fmt.Errorf("seeding %d outbox rows: %w", n/txs, err)
+		}
 	}
 	if _, err := conn.Exec(ctx, "VACUUM ANALYZE outbox"); err != nil {
 		return fmt.Errorf("vacuuming the outbox: %w", err)

@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/paylab/paylab/internal/lab/localstack"
+)
+
+// The peers' stages (paylab bench --peers): C1 gains Watermill's publisher,
+// and P1 drains backlogs of Sizes.PeerBacklogs events with every relay —
+// paylab's polling relay, paylab's WAL relay, Debezium, Watermill — each on
+// a fresh database and topic of the same PostgreSQL and Kafka, seeded in
+// peerTransactions equal transactions the way each is written, rounds
+// alternating who goes first, the median reported.
+
+// The contenders of P1.
+const (
+	drainPoll      = "paylab-poll"
+	drainWAL       = "paylab-wal"
+	drainDebezium  = "debezium"
+	drainWatermill = "watermill"
+)
+
+// peerTransactions is how many transactions each backlog is written in.
+const peerTransactions = 100
+
+// watermillMaxBacklog is the largest backlog Watermill drains in a run: at
+// about a thousand events a second, a million would take a quarter of an
+// hour.
+const watermillMaxBacklog = 100_000
+
+// bigBacklog is the size from which a backlog is drained once, not
+// Sizes.Rounds times.
+const bigBacklog = 1_000_000
+
+// PeerDrain is one contender's drain of one backlog (the median round).
+type PeerDrain struct {
+	Contender string `json:"contender"`
+	Rounds    int    `json:"rounds"`
+	DrainResult
+}
+
+// peerTools are the peers' built programs.
+type peerTools struct {
+	watermill, debezium, payload string
+}
+
+// buildPeers builds the Watermill peer and the Debezium jar into the run's
+// log folder and writes the payload file they send.
+func (e *env) buildPeers(ctx context.Context) (peerTools, error) {
+	var t peerTools
+	repo, err := localstack.RepoRoot()
+	if err != nil {
+		return t, err
+	}
+	if t.watermill, err = buildWatermillPeer(ctx, repo, e.cfg.LogDir); err != nil {
+		return t, fmt.Errorf("building the Watermill peer: %w", err)
+	}
+	if t.debezium, err = buildDebeziumPeer(ctx, repo, e.cfg.LogDir); err != nil {
+		return t, fmt.Errorf("building the Debezium peer: %w", err)
+	}
+	t.payload = filepath.Join(e.cfg.LogDir, "peer-payload.json")
+	return t, writePayloadFile(t.payload)
+}
+
+// watermillWrites is C1's Watermill contender.
+func (e *env) watermillWrites(t peerTools, s Sizes) writePeer {
+	return func(ctx context.Context, dbURL string, workers int) (CaptureResult, error) {
+		return e.watermillCapture(ctx, t.watermill, dbURL, workers, s, writeUpdate, writeOrderIDs, t.payload)
+	}
+}
+
+// peerDrains is P1.
+func (e *env) peerDrains(ctx context.Context, t peerTools, s Sizes) ([]PeerDrain, error) {
+	var out []PeerDrain
+	for _, n := range s.PeerBacklogs {
+		txs := peerTransactionsOf(n)
+		contenders := []string{drainPoll, drainWAL, drainDebezium}
+		if n <= watermillMaxBacklog {
+			contenders = append(contenders, drainWatermill)
+		}
+		rounds := s.Rounds
+		if n >= bigBacklog {
+			rounds = 1
+		}
+		results := map[string][]DrainResult{}
+		for round := range rounds {
+			for i := range contenders {
+				name := contenders[(i+round)%len(contenders)]
+				r, err := e.peerDrain(ctx, t, name, n, txs)
+				if err != nil {
+					return out, fmt.Errorf("%s drain of %d: %w", name, n, err)
+				}
+				fmt.Fprintf(e.cfg.Log, "bench:   %s drained %d in %.1fs: %.0f events/s\n", name, n, r.Seconds, r.PerSecond)
+				results[name] = append(results[name], r)
+			}
+		}
+		for _, name := range contenders {
+			out = append(out, PeerDrain{Contender: name, Rounds: rounds, DrainResult: medianDrain(results[name])})
+		}
+	}
+	return out, nil
+}
+
+// peerDrain drains one backlog of n events with contender name.
+func (e *env) peerDrain(ctx context.Context, t peerTools, name string, n, txs int) (DrainResult, error) {
+	switch name {
+	case drainPoll:
+		b, err := e.newBacklogTx(ctx, "p1poll"+randomHex(2), "", n, txs)
+		if err != nil {
+			return DrainResult{}, err
+		}
+		return e.drain(ctx, b, 1)
+	case drainWAL:
+		return e.drainWAL(ctx, n, txs)
+	case drainDebezium:
+		return e.debeziumDrain(ctx, t.debezium, n, txs)
+	case drainWatermill:
+		return e.watermillDrain(ctx, t.watermill, n, n/txs, t.payload)
+	}
+	return DrainResult{}, fmt.Errorf("unknown contender %q", name)
+}
+
+// medianDrain is the round with the median throughput.
+func medianDrain(rs []DrainResult) DrainResult {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b DrainResult) int {
+		switch {
+		case a.PerSecond < b.PerSecond:
+			return -1
+		case a.PerSecond > b.PerSecond:
+			return 1
+		}
+		return 0
+	})
+	return rs[len(rs)/2]
+}
