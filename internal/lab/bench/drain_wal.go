@@ -25,11 +25,7 @@ import (
 func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err error) {
 	res = DrainResult{Relays: 1, Events: n}
 	stage := fmt.Sprintf("pwal%d%s", n, randomHex(2)) // one per call: a run may drain several
-	dbURL, err := e.database(ctx, stage, "orders")
-	if err != nil {
-		return res, err
-	}
-	topic, err := e.topic(stage)
+	dbURL, topic, err := e.databaseAndTopic(ctx, stage)
 	if err != nil {
 		return res, err
 	}

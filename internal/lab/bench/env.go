@@ -75,6 +75,15 @@ func (e *env) database(ctx context.Context, stage, kind string) (string, error) 
 	return url, nil
 }
 
+// databaseAndTopic creates a fresh orders database and a topic for stage.
+func (e *env) databaseAndTopic(ctx context.Context, stage string) (dbURL, topic string, err error) {
+	if dbURL, err = e.database(ctx, stage, "orders"); err != nil {
+		return "", "", err
+	}
+	topic, err = e.topic(stage)
+	return dbURL, topic, err
+}
+
 // topic creates a topic of six partitions (as paylab init does) for stage.
 func (e *env) topic(stage string) (string, error) {
 	name := fmt.Sprintf("paylab-bench-%s-%s", e.run, stage)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -84,26 +83,12 @@ func (e *env) outboxWrites(ctx context.Context, s Sizes, watermill writePeer) ([
 			}
 		}
 		for _, name := range contenders {
-			out = append(out, WriteResult{Contender: name, CaptureResult: medianCapture(rounds[name])})
+			out = append(out, WriteResult{Contender: name, CaptureResult: median(rounds[name], func(r CaptureResult) float64 { return r.PerSecond })})
 		}
 	}
 	return out, nil
 }
 
-// medianCapture is the round with the median throughput.
-func medianCapture(rs []CaptureResult) CaptureResult {
-	rs = slices.Clone(rs)
-	slices.SortFunc(rs, func(a, b CaptureResult) int {
-		switch {
-		case a.PerSecond < b.PerSecond:
-			return -1
-		case a.PerSecond > b.PerSecond:
-			return 1
-		}
-		return 0
-	})
-	return rs[len(rs)/2]
-}
 
 // outboxWrite measures one contender once.
 func (e *env) outboxWrite(ctx context.Context, s Sizes, name string, c, round int, watermill writePeer) (CaptureResult, error) {

@@ -173,11 +173,7 @@ func (e *env) debeziumDrain(ctx context.Context, jar string, n, txs int) (res Dr
 	slot := fmt.Sprintf("paylab_bench_%s_%s", e.run, stage)
 	e.slots = append(e.slots, slot)
 	e.mu.Unlock()
-	dbURL, err := e.database(ctx, stage, "orders")
-	if err != nil {
-		return res, err
-	}
-	topic, err := e.topic(stage)
+	dbURL, topic, err := e.databaseAndTopic(ctx, stage)
 	if err != nil {
 		return res, err
 	}

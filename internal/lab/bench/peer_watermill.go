@@ -122,11 +122,7 @@ type watermillDrained struct {
 func (e *env) watermillDrain(ctx context.Context, bin string, n, perTx int, payloadFile string) (DrainResult, error) {
 	res := DrainResult{Relays: 1, Events: n}
 	stage := "pw" + randomHex(3)
-	dbURL, err := e.database(ctx, stage, "orders")
-	if err != nil {
-		return res, err
-	}
-	topic, err := e.topic(stage)
+	dbURL, topic, err := e.databaseAndTopic(ctx, stage)
 	if err != nil {
 		return res, err
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -99,7 +100,7 @@ func (e *env) peerDrains(ctx context.Context, t peerTools, s Sizes) ([]PeerDrain
 			}
 		}
 		for _, name := range contenders {
-			out = append(out, PeerDrain{Contender: name, Rounds: rounds, DrainResult: medianDrain(results[name])})
+			out = append(out, PeerDrain{Contender: name, Rounds: rounds, DrainResult: median(results[name], func(r DrainResult) float64 { return r.PerSecond })})
 		}
 	}
 	return out, nil
@@ -124,17 +125,9 @@ func (e *env) peerDrain(ctx context.Context, t peerTools, name string, n, txs in
 	return DrainResult{}, fmt.Errorf("unknown contender %q", name)
 }
 
-// medianDrain is the round with the median throughput.
-func medianDrain(rs []DrainResult) DrainResult {
-	rs = slices.Clone(rs)
-	slices.SortFunc(rs, func(a, b DrainResult) int {
-		switch {
-		case a.PerSecond < b.PerSecond:
-			return -1
-		case a.PerSecond > b.PerSecond:
-			return 1
-		}
-		return 0
-	})
-	return rs[len(rs)/2]
+// median is the round with the median throughput (rate).
+func median[T any](rounds []T, rate func(T) float64) T {
+	rounds = slices.Clone(rounds)
+	slices.SortFunc(rounds, func(a, b T) int { return cmp.Compare(rate(a), rate(b)) })
+	return rounds[len(rounds)/2]
 }
