@@ -89,7 +89,6 @@ func (e *env) outboxWrites(ctx context.Context, s Sizes, watermill writePeer) ([
 	return out, nil
 }
 
-
 // outboxWrite measures one contender once.
 func (e *env) outboxWrite(ctx context.Context, s Sizes, name string, c, round int, watermill writePeer) (CaptureResult, error) {
 	dbURL, err := e.database(ctx, fmt.Sprintf("c1c%dr%d%s", c, round, name[:2]), "orders")
