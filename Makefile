@@ -151,6 +151,10 @@ build: ## build every binary into bin/
 chaos: build $(MAILPIT) ## run every chaos scenario (naive vs outbox+inbox under faults) and print the table
 	@bin/paylab chaos run all
 
+.PHONY: chaos-wal
+chaos-wal: build $(MAILPIT) ## the quick chaos set with the relays streaming a replication slot (RELAY_MODE=wal)
+	@bin/paylab chaos run all --quick --relay-mode wal
+
 .PHONY: compose-check
 compose-check: ## docker-compose.yml for real: build, up, payments, ledger and receipts, 3 relays, the chaos service, down (needs a Docker engine; not in make test)
 	@scripts/compose-check.sh

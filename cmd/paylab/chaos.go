@@ -20,7 +20,7 @@ import (
 // mailpitVersion is the Mailpit the Makefile builds into the tools cache.
 const mailpitVersion = "v1.33.1"
 
-// runChaos: paylab chaos list | paylab chaos run <scenario>…|all [--target local|compose] [--quick] [--json]
+// runChaos: paylab chaos list | paylab chaos run <scenario>…|all [--target local|compose] [--relay-mode poll|wal] [--quick] [--json]
 func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return errUsage
@@ -52,6 +52,8 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 		tools = filepath.Join(home, ".cache", "paylab", "bin")
 	}
 	mailpit := fs.String("mailpit", filepath.Join(tools, "mailpit-"+mailpitVersion), "local: Mailpit binary (make mailpit builds it)")
+	relayMode := fs.String("relay-mode", chaosrun.RelayPoll, "local: the relays' RELAY_MODE, poll (claim rows with leases) or wal (stream a replication slot);\n"+
+		"compose: the deployment's RELAY_MODE is read from the environment and .env instead")
 	logs := fs.String("logs", "", "local: folder for the processes' logs (default: a temporary folder)")
 	if err := fs.Parse(reorder(fs, args[1:])); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -70,6 +72,9 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	if *quick {
 		sizes = chaosrun.Quick
 	}
+	if *relayMode != chaosrun.RelayPoll && *relayMode != chaosrun.RelayWAL {
+		return fmt.Errorf("chaos: --relay-mode %q is not %s or %s", *relayMode, chaosrun.RelayPoll, chaosrun.RelayWAL)
+	}
 	var t chaosrun.Target
 	switch *target {
 	case "local":
@@ -78,8 +83,8 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 				return err
 			}
 		}
-		env := &chaosrun.Env{Bin: *bin, Mailpit: *mailpit, LogDir: *logs}
-		fmt.Fprintf(out, "chaos: starting private PostgreSQL, Kafka and Mailpit (logs in %s)\n", *logs)
+		env := &chaosrun.Env{Bin: *bin, Mailpit: *mailpit, LogDir: *logs, RelayMode: *relayMode}
+		fmt.Fprintf(out, "chaos: starting private PostgreSQL, Kafka and Mailpit (relays in %s mode; logs in %s)\n", *relayMode, *logs)
 		if err := env.Start(ctx); err != nil {
 			env.Stop()
 			return fmt.Errorf("chaos: %w", err)
@@ -87,6 +92,9 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 		defer env.Stop()
 		t = env
 	case "compose":
+		if isSet(fs, "relay-mode") {
+			return errors.New("chaos: --relay-mode is for --target local; a compose deployment's relays run the RELAY_MODE of its environment and .env")
+		}
 		c, err := composeTarget(ctx, *envFile, isSet(fs, "env-file"), out)
 		if err != nil {
 			return fmt.Errorf("chaos: %w", err)
@@ -150,8 +158,8 @@ func composeTarget(ctx context.Context, envFile string, required bool, out io.Wr
 	if cfg.RelayDiscover != "" {
 		relays = "relays found at " + cfg.RelayDiscover
 	}
-	fmt.Fprintf(out, "chaos: against the docker compose deployment at %s (OUTBOX_MODE=%s, INBOX_ENABLED=%t, %s), one scenario at a time\n",
-		cfg.APIURL, cfg.OutboxMode, cfg.InboxEnabled, relays)
+	fmt.Fprintf(out, "chaos: against the docker compose deployment at %s (OUTBOX_MODE=%s, INBOX_ENABLED=%t, RELAY_MODE=%s, %s), one scenario at a time\n",
+		cfg.APIURL, cfg.OutboxMode, cfg.InboxEnabled, cfg.RelayMode, relays)
 	c := chaosrun.NewCompose(cfg)
 	if err := c.Check(ctx); err != nil {
 		return nil, err

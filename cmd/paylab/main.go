@@ -25,6 +25,7 @@ usage: paylab <command>
 
 commands:
   migrate   create the three databases and their roles, apply migrations
+            (RELAY_MODE=wal: the orders role also gets REPLICATION)
   topics    create the Kafka topics
   init      migrate, then topics
   load      place payments at a constant rate; report latency percentiles
@@ -33,7 +34,7 @@ commands:
   verify    reconcile orders, ledger and notifications (and the topic); print
             lost, phantom, duplicate and out-of-order effects; exit 1 on any
   chaos     chaos list | chaos run <scenario>…|all [--quick] [--json]
-            [--target local|compose]: faults under load, against private
+            [--target local|compose] [--relay-mode poll|wal]: faults under load, against private
             servers (local) or a running docker compose deployment over its
             admin APIs (compose); a table of what each one cost
   bench     bench [--quick] [--json] [--out DIR]: each stage of the system against

@@ -20,6 +20,9 @@ type setupConfig struct {
 	NotificationsPassword string `env:"NOTIFICATIONS_DB_PASSWORD" envDefault:"notifications"`
 	KafkaBrokers          string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
 	TopicPartitions       int32  `env:"ORDER_EVENTS_PARTITIONS" envDefault:"6"`
+	// RelayMode is the orders relays' RELAY_MODE: with wal, the orders role
+	// gets the REPLICATION attribute its replication slot needs.
+	RelayMode string `env:"RELAY_MODE" envDefault:"poll"`
 }
 
 func loadSetupConfig() (setupConfig, error) {
@@ -30,6 +33,9 @@ func (c setupConfig) validate() error {
 	if c.TopicPartitions < 1 {
 		return fmt.Errorf("configuration: ORDER_EVENTS_PARTITIONS must be at least 1, got %d", c.TopicPartitions)
 	}
+	if c.RelayMode != "poll" && c.RelayMode != "wal" {
+		return fmt.Errorf("configuration: RELAY_MODE %q is not poll or wal", c.RelayMode)
+	}
 	return nil
 }
 
@@ -39,7 +45,7 @@ func runMigrate(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	dbs := []migrate.Database{
-		{Name: "orders", Role: "orders", Password: cfg.OrdersDBPassword},
+		{Name: "orders", Role: "orders", Password: cfg.OrdersDBPassword, Replication: cfg.RelayMode == "wal"},
 		{Name: "ledger", Role: "ledger", Password: cfg.LedgerDBPassword},
 		{Name: "notifications", Role: "notifications", Password: cfg.NotificationsPassword},
 	}
@@ -55,7 +61,11 @@ func runMigrate(ctx context.Context, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "migrated %s to version %d (role %s)\n", db.Name, version, db.Role)
+		note := ""
+		if db.Replication {
+			note = ", REPLICATION"
+		}
+		fmt.Fprintf(out, "migrated %s to version %d (role %s%s)\n", db.Name, version, db.Role, note)
 	}
 	return nil
 }

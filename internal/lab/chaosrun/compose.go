@@ -44,6 +44,8 @@ type ComposeConfig struct {
 	// that docker compose interpolates into the services.
 	OutboxMode   string `env:"OUTBOX_MODE" envDefault:"outbox"`
 	InboxEnabled bool   `env:"INBOX_ENABLED" envDefault:"true"`
+	// RelayMode is the relays' RELAY_MODE (RelayPoll or RelayWAL).
+	RelayMode string `env:"RELAY_MODE" envDefault:"poll"`
 	// Topic is the services' ORDERS_TOPIC; compose leaves the default.
 	Topic string `env:"ORDERS_TOPIC" envDefault:"order-events"`
 	// LeaseTTL is the relays' RELAY_LEASE_TTL; compose leaves the default.
@@ -82,6 +84,9 @@ func (c ComposeConfig) Validate() error {
 	}
 	if c.Token == "" {
 		errs = append(errs, errors.New("CHAOS_TOKEN is empty"))
+	}
+	if c.RelayMode != RelayPoll && c.RelayMode != RelayWAL {
+		errs = append(errs, fmt.Errorf("RELAY_MODE %q is not %s or %s", c.RelayMode, RelayPoll, RelayWAL))
 	}
 	if !slices.Contains([]string{"outbox", "naive", "naive-publish-first"}, c.OutboxMode) {
 		errs = append(errs, fmt.Errorf("OUTBOX_MODE %q is not one of outbox, naive, naive-publish-first", c.OutboxMode))
@@ -188,6 +193,7 @@ func NewCompose(cfg ComposeConfig) *Compose {
 		Ledger:        c.process("ledger", cfg.LedgerAdminURL),
 		Notifications: c.process("notifications", cfg.NotificationsAdminURL),
 		LeaseTTL:      cfg.LeaseTTL,
+		RelayMode:     cfg.RelayMode,
 	}
 	c.setRelays(cfg.RelayAdminURLs)
 	return c

@@ -35,6 +35,9 @@ type options struct {
 func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, error) {
 	name = e.prefix + name
 	slug := strings.ReplaceAll(name, "-", "_")
+	if e.RelayMode == "" {
+		e.RelayMode = RelayPoll
+	}
 	urls := map[string]string{}
 	for _, svc := range []string{"orders", "ledger", "notifications"} {
 		u, err := e.database(ctx, svc, slug+"_"+svc)
@@ -52,8 +55,9 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 			OrdersURL: urls["orders"], LedgerURL: urls["ledger"], NotificationsURL: urls["notifications"],
 			Brokers: e.brokers, Topic: topic,
 		},
-		LeaseTTL: o.leaseTTL,
-		servers:  e,
+		LeaseTTL:  o.leaseTTL,
+		RelayMode: e.RelayMode,
+		servers:   e,
 	}
 	start := func(proc, binary string, args, env []string) (*Process, error) {
 		sp, p, err := e.process(name, proc, binary, args, env)
@@ -81,10 +85,19 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 	if o.mode != "outbox" {
 		relays = 0
 	}
+	relayEnv := append(slices.Clip(common), "DATABASE_URL="+urls["orders"], "RELAY_MODE="+e.RelayMode,
+		"RELAY_LEASE_TTL="+o.leaseTTL.String(), "RELAY_POLL_INTERVAL=250ms", "RELAY_STATS_INTERVAL=1s")
+	var slot string
+	if e.RelayMode == RelayWAL && relays > 0 {
+		// Slots are server-wide and every scenario of a run shares the
+		// server: each deployment streams a slot of its own, dropped when
+		// it stops (a slot nobody reads holds the server's WAL).
+		slot = walSlot(slug)
+		relayEnv = append(relayEnv, "RELAY_SLOT="+slot)
+	}
 	for i := range relays {
-		p, err := start(fmt.Sprintf("relay-%d", i), "orders", []string{"relay"}, append(slices.Clip(common),
-			"DATABASE_URL="+urls["orders"], fmt.Sprintf("RELAY_ID=relay-%d", i),
-			"RELAY_LEASE_TTL="+o.leaseTTL.String(), "RELAY_POLL_INTERVAL=250ms", "RELAY_STATS_INTERVAL=1s"))
+		p, err := start(fmt.Sprintf("relay-%d", i), "orders", []string{"relay"}, append(slices.Clip(relayEnv),
+			fmt.Sprintf("RELAY_ID=relay-%d", i)))
 		if err != nil {
 			return nil, err
 		}
@@ -109,6 +122,9 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 	d.stop = func() {
 		for _, p := range d.supervised {
 			p.Stop(10 * time.Second)
+		}
+		if slot != "" {
+			e.dropSlot(slot)
 		}
 	}
 

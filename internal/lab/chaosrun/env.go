@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/paylab/paylab/internal/lab/localstack"
 	"github.com/paylab/paylab/internal/lab/supervise"
@@ -24,6 +26,10 @@ type Env struct {
 	Bin     string // folder holding the orders, ledger and notifications binaries
 	Mailpit string // path of the Mailpit binary
 	LogDir  string
+	// RelayMode is the relays' RELAY_MODE, RelayPoll (default) or RelayWAL.
+	// In WAL mode the orders role gets the REPLICATION attribute and each
+	// deployment's relays stream a replication slot of their own.
+	RelayMode string
 
 	pg, kafka *localstack.Server // nil on servers the run does not own
 	adminURL  string             // PostgreSQL superuser URL
@@ -89,8 +95,19 @@ func (e *Env) Start(ctx context.Context) error {
 	if err := e.kafka.Start(); err != nil {
 		return err
 	}
+	switch e.RelayMode {
+	case "":
+		e.RelayMode = RelayPoll
+	case RelayPoll, RelayWAL:
+	default:
+		return fmt.Errorf("relay mode %q is not %s or %s", e.RelayMode, RelayPoll, RelayWAL)
+	}
 	e.adminURL, e.brokers = e.pg.AdminURL(), e.kafka.Brokers()
-	if err := migrate.Bootstrap(ctx, e.adminURL, migrate.Defaults()); err != nil {
+	dbs := migrate.Defaults()
+	for i := range dbs {
+		dbs[i].Replication = e.RelayMode == RelayWAL && dbs[i].Name == "orders"
+	}
+	if err := migrate.Bootstrap(ctx, e.adminURL, dbs); err != nil {
 		return err
 	}
 	smtpPort, err := localstack.FreePort()
@@ -150,4 +167,43 @@ func (e *Env) topic(name string) error {
 		}
 	}
 	return nil
+}
+
+// walSlot names the replication slot of the deployment whose databases are
+// called slug_*: slot names are at most 63 characters of [a-z0-9_].
+func walSlot(slug string) string {
+	name := "chaos_" + strings.ToLower(slug)
+	name = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' {
+			return r
+		}
+		return '_'
+	}, name)
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	return name
+}
+
+// dropSlot drops a deployment's replication slot once its relays are gone;
+// the walsender of a killed relay may take a moment to notice.
+func (e *Env) dropSlot(slot string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, e.adminURL)
+	if err != nil {
+		return
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for ctx.Err() == nil {
+		var left bool
+		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&left)
+		if err != nil || !left {
+			return
+		}
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err == nil {
+			return
+		}
+		pause(ctx, 200*time.Millisecond)
+	}
 }

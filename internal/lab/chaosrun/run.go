@@ -106,6 +106,9 @@ func runOne(ctx context.Context, target Target, sc Scenario, s Sizes, seed uint6
 		return fail(err)
 	}
 	defer d.Stop()
+	if d.RelayMode == RelayWAL && len(d.Relays) > 0 {
+		r.Mode += ", wal relay"
+	}
 	// A shared deployment has a history: the scenario is judged on what it
 	// adds to the settled state it starts from.
 	var base reconcile.Report

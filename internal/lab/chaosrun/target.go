@@ -39,6 +39,7 @@ type Deployment struct {
 	Ledger        *Process
 	Notifications *Process
 	LeaseTTL      time.Duration // the relays' RELAY_LEASE_TTL
+	RelayMode     string        // the relays' RELAY_MODE: RelayPoll or RelayWAL
 
 	servers    servers              // nil when the target cannot stop its servers
 	supervised []*supervise.Process // the local target's processes
@@ -51,6 +52,16 @@ type servers interface {
 	stopServer(name string) error
 	startServer(name string) error
 }
+
+// Relay modes (the relays' RELAY_MODE).
+const (
+	// RelayPoll: the relays claim rows with leases and share the work.
+	RelayPoll = "poll"
+	// RelayWAL: one relay streams the outbox's inserts from a replication
+	// slot, holding the reader lease; the others stand by. It deletes the
+	// rows it published.
+	RelayWAL = "wal"
+)
 
 // Server names for Scenario.stops.
 const (

@@ -26,6 +26,10 @@ type Database struct {
 	Name     string // database name, also the folder of its migrations
 	Role     string
 	Password string
+	// Replication grants the role the REPLICATION attribute, which the
+	// orders relay's WAL mode needs (RELAY_MODE=wal) to stream a logical
+	// replication slot. Bootstrap only grants it; it never takes it back.
+	Replication bool
 }
 
 // Defaults returns the three paylab databases with development credentials:
@@ -44,7 +48,8 @@ func Defaults() []Database {
 const bootstrapLock = 0x7061796c6162 // "paylab"
 
 // Bootstrap creates each role and database that does not exist yet, and sets
-// the role's password. It connects with adminURL, a role allowed to create
+// the role's password, granting REPLICATION where Database.Replication asks
+// for it. It connects with adminURL, a role allowed to create
 // roles and databases. It is idempotent.
 func Bootstrap(ctx context.Context, adminURL string, dbs []Database) (err error) {
 	conn, err := pgx.Connect(ctx, adminURL)
@@ -64,6 +69,11 @@ func Bootstrap(ctx context.Context, adminURL string, dbs []Database) (err error)
 	for _, db := range dbs {
 		if err := EnsureRole(ctx, conn, db.Role, db.Password); err != nil {
 			return err
+		}
+		if db.Replication {
+			if err := GrantReplication(ctx, conn, db.Role); err != nil {
+				return err
+			}
 		}
 		if err := EnsureDatabase(ctx, conn, db.Name, db.Role, ""); err != nil {
 			return err
@@ -87,6 +97,16 @@ func EnsureRole(ctx context.Context, conn *pgx.Conn, role, password string) erro
 		verb, pgx.Identifier{role}.Sanitize(), quoteLiteral(password))
 	if _, err := conn.Exec(ctx, stmt); err != nil {
 		return fmt.Errorf("%s role %s: %w", strings.ToLower(verb)+"ing", role, err)
+	}
+	return nil
+}
+
+// GrantReplication gives role the REPLICATION attribute: it may then open
+// replication connections and create and read replication slots, for the
+// databases it may connect to.
+func GrantReplication(ctx context.Context, conn *pgx.Conn, role string) error {
+	if _, err := conn.Exec(ctx, "ALTER ROLE "+pgx.Identifier{role}.Sanitize()+" REPLICATION"); err != nil {
+		return fmt.Errorf("granting REPLICATION to %s: %w", role, err)
 	}
 	return nil
 }

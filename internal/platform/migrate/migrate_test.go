@@ -54,3 +54,52 @@ func TestFreshStartsFromScratch(t *testing.T) {
 		t.Errorf("%d rows survived Fresh, want 0", n)
 	}
 }
+
+// Database.Replication grants the role REPLICATION (the orders relay's WAL
+// mode needs it); without it Bootstrap leaves the attribute alone.
+func TestBootstrapGrantsReplicationOnRequest(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	admin := testenv.AdminURL()
+	name := fmt.Sprintf("t_repl_%d", time.Now().UnixNano())
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer conn.Close(context.Background())
+		testenv.DropDatabase(t, name)
+		if _, err := conn.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
+			t.Errorf("dropping role %s: %v", name, err)
+		}
+	})
+	replication := func() bool {
+		t.Helper()
+		var r bool
+		if err := conn.QueryRow(ctx, `SELECT rolreplication FROM pg_roles WHERE rolname = $1`, name).Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	db := migrate.Database{Name: name, Role: name, Password: name}
+	if err := migrate.Bootstrap(ctx, admin, []migrate.Database{db}); err != nil {
+		t.Fatal(err)
+	}
+	if replication() {
+		t.Fatal("REPLICATION granted without Database.Replication")
+	}
+	db.Replication = true
+	if err := migrate.Bootstrap(ctx, admin, []migrate.Database{db}); err != nil {
+		t.Fatal(err)
+	}
+	if !replication() {
+		t.Fatal("Database.Replication did not grant REPLICATION")
+	}
+	db.Replication = false
+	if err := migrate.Bootstrap(ctx, admin, []migrate.Database{db}); err != nil {
+		t.Fatal(err)
+	}
+	if !replication() {
+		t.Error("Bootstrap took REPLICATION back")
+	}
+}

@@ -39,7 +39,7 @@ func port(t *testing.T, svc types.ServiceConfig, key string) uint32 {
 func TestComposeChaosReachesTheDeployment(t *testing.T) {
 	t.Parallel()
 	for _, dotEnv := range [][]string{nil, {
-		"CHAOS_TOKEN=a-token-of-my-own", "OUTBOX_MODE=naive", "INBOX_ENABLED=false",
+		"CHAOS_TOKEN=a-token-of-my-own", "OUTBOX_MODE=naive", "INBOX_ENABLED=false", "RELAY_MODE=wal",
 		"ORDERS_DB_PASSWORD=o1", "LEDGER_DB_PASSWORD=l1", "NOTIFICATIONS_DB_PASSWORD=n1",
 	}} {
 		project := loadCompose(t, dotEnv...)
@@ -58,6 +58,7 @@ func TestComposeChaosReachesTheDeployment(t *testing.T) {
 			"CHAOS_TOKEN":                   env(orders, "CHAOS_TOKEN"),
 			"OUTBOX_MODE":                   env(orders, "OUTBOX_MODE"),
 			"INBOX_ENABLED":                 env(ledger, "INBOX_ENABLED"),
+			"RELAY_MODE":                    env(relay, "RELAY_MODE"),
 		}
 		for key, w := range want {
 			if got := env(chaos, key); got != w || w == "" {
@@ -83,6 +84,11 @@ func TestComposeChaosReachesTheDeployment(t *testing.T) {
 		}
 		if env(notifications, "INBOX_ENABLED") != want["INBOX_ENABLED"] {
 			t.Errorf("%v: ledger and notifications disagree on INBOX_ENABLED", dotEnv)
+		}
+		// init grants the orders role REPLICATION exactly when the relays
+		// stream a replication slot.
+		if got := env(s["init"], "RELAY_MODE"); got != want["RELAY_MODE"] {
+			t.Errorf("%v: init runs with RELAY_MODE=%q, the relays with %q", dotEnv, got, want["RELAY_MODE"])
 		}
 	}
 }
@@ -155,8 +161,8 @@ func TestChaosDefaultsMatchCompose(t *testing.T) {
 			cfg.KafkaBrokers, svc, target, env(kafka, "KAFKA_LISTENERS"), env(kafka, "KAFKA_ADVERTISED_LISTENERS"))
 	}
 	if cfg.Token != env(s["orders"], "CHAOS_TOKEN") || cfg.OutboxMode != env(s["orders"], "OUTBOX_MODE") ||
-		fmt.Sprint(cfg.InboxEnabled) != env(s["ledger"], "INBOX_ENABLED") {
-		t.Errorf("token, mode and inbox defaults %q %q %t differ from compose's", cfg.Token, cfg.OutboxMode, cfg.InboxEnabled)
+		fmt.Sprint(cfg.InboxEnabled) != env(s["ledger"], "INBOX_ENABLED") || cfg.RelayMode != env(s["relay"], "RELAY_MODE") {
+		t.Errorf("token, mode, inbox and relay mode defaults %q %q %t %q differ from compose's", cfg.Token, cfg.OutboxMode, cfg.InboxEnabled, cfg.RelayMode)
 	}
 	orders, _ := envVars(t, binaries(t)["orders"])
 	for _, name := range []string{"orders", "relay", "ledger", "notifications"} {
