@@ -109,7 +109,19 @@ func (w *Writer) Enqueue(ctx context.Context, tx Tx, events ...Event) error {
 		p.Headers[i] = headers
 		p.OccurredAts[i] = e.OccurredAt
 	}
-	if err := outboxdb.New(withTable(tx, w.table, w.sql)).InsertEvents(ctx, p); err != nil {
+	q := outboxdb.New(withTable(tx, w.table, w.sql))
+	if len(events) == 1 {
+		if err := q.InsertEvent(ctx, outboxdb.InsertEventParams{
+			Channel: p.Channel, Notify: p.Notify, EventID: p.EventIds[0], AggregateType: p.AggregateTypes[0],
+			AggregateID: p.AggregateIds[0], EventType: p.EventTypes[0], SchemaVersion: p.SchemaVersions[0],
+			Sequence: p.Sequences[0], Topic: p.Topics[0], Payload: p.Payloads[0], Headers: p.Headers[0],
+			OccurredAt: p.OccurredAts[0],
+		}); err != nil {
+			return fmt.Errorf("outbox: inserting event %s into %s: %w", events[0].ID, w.table, err)
+		}
+		return nil
+	}
+	if err := q.InsertEvents(ctx, p); err != nil {
 		return fmt.Errorf("outbox: inserting %d event(s) into %s: %w", len(events), w.table, err)
 	}
 	return nil

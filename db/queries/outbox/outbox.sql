@@ -15,6 +15,19 @@ WITH inserted AS (
 )
 SELECT pg_notify(@channel::text, '') FROM (SELECT count(*) FROM inserted) AS batch WHERE @notify::boolean;
 
+-- name: InsertEvent :exec
+-- InsertEvents for the common case of one event: the same row and
+-- notification, from plain parameters instead of one-element arrays, which
+-- cost the client and the server more than the row itself.
+WITH inserted AS (
+    INSERT INTO /* TEMPLATE: table */outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+                        sequence, topic, payload, headers, occurred_at)
+    VALUES (@event_id, @aggregate_type, @aggregate_id, @event_type, @schema_version,
+            @sequence, @topic, @payload, @headers, @occurred_at)
+    RETURNING 1
+)
+SELECT pg_notify(@channel::text, '') FROM inserted WHERE @notify::boolean;
+
 -- name: ClaimBatch :many
 -- Leases up to batch_size claimable events to owner for lease_seconds, in one
 -- statement, on the database clock. Claimable: not dispatched, not parked, not

@@ -231,6 +231,53 @@ func (q *Queries) DeleteDispatched(ctx context.Context, arg DeleteDispatchedPara
 	return result.RowsAffected(), nil
 }
 
+const insertEvent = `-- name: InsertEvent :exec
+WITH inserted AS (
+    INSERT INTO /* TEMPLATE: table */outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+                        sequence, topic, payload, headers, occurred_at)
+    VALUES ($3, $4, $5, $6, $7,
+            $8, $9, $10, $11, $12)
+    RETURNING 1
+)
+SELECT pg_notify($1::text, '') FROM inserted WHERE $2::boolean
+`
+
+type InsertEventParams struct {
+	Channel       string
+	Notify        bool
+	EventID       uuid.UUID
+	AggregateType string
+	AggregateID   string
+	EventType     string
+	SchemaVersion int32
+	Sequence      int64
+	Topic         string
+	Payload       json.RawMessage
+	Headers       json.RawMessage
+	OccurredAt    time.Time
+}
+
+// InsertEvents for the common case of one event: the same row and
+// notification, from plain parameters instead of one-element arrays, which
+// cost the client and the server more than the row itself.
+func (q *Queries) InsertEvent(ctx context.Context, arg InsertEventParams) error {
+	_, err := q.db.Exec(ctx, insertEvent,
+		arg.Channel,
+		arg.Notify,
+		arg.EventID,
+		arg.AggregateType,
+		arg.AggregateID,
+		arg.EventType,
+		arg.SchemaVersion,
+		arg.Sequence,
+		arg.Topic,
+		arg.Payload,
+		arg.Headers,
+		arg.OccurredAt,
+	)
+	return err
+}
+
 const insertEvents = `-- name: InsertEvents :exec
 WITH inserted AS (
     INSERT INTO /* TEMPLATE: table */outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
