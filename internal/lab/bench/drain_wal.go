@@ -38,7 +38,13 @@ func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err er
 		return res, fmt.Errorf("granting REPLICATION to %s: %w", e.role, err)
 	}
 
-	pool, err := pgxpool.New(ctx, dbURL)
+	pcfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return res, err
+	}
+	tracer := newStatements()
+	pcfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return res, err
 	}
@@ -82,6 +88,7 @@ func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err er
 		if got >= float64(n) {
 			end = time.Now()
 			res.CPU = cpu.perEvent(sampleCPU(), n, 0)
+			res.Statements = tracer.counts(n)
 			break
 		}
 		select {

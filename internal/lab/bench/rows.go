@@ -239,6 +239,10 @@ func peerRows(p1 []PeerDrain) []Row {
 		if d.CPU != nil {
 			out = append(out, Row{Stage: "P1", What: "  CPU per event, " + d.Contender, Figure: cpuFigure(d.CPU, d.Contender)})
 		}
+		if c := d.Statements; c.Batches > 0 {
+			out = append(out, Row{Stage: "P1", What: "  PostgreSQL statements, " + d.Contender,
+				Figure: fmt.Sprintf("%.2f per batch, %d batches", c.PerBatch, c.Batches)})
+		}
 	}
 	for _, d := range p1 {
 		if d.Contender != drainPoll && d.Contender != drainWAL {

@@ -25,9 +25,11 @@ func newStatements() *statements { return &statements{byName: map[string]int{}} 
 
 // Statement names the classification uses.
 const (
-	stmtClaim      = "ClaimBatch"
-	stmtClaimEmpty = "ClaimBatch (leased nothing)"
-	stmtComplete   = "CompleteBatch"
+	stmtClaim = "ClaimBatch"
+	// stmtDeletePublished is the WAL relay's one statement per batch.
+	stmtDeletePublished = "DeletePublished"
+	stmtClaimEmpty      = "ClaimBatch (leased nothing)"
+	stmtComplete        = "CompleteBatch"
 )
 
 // background statements are not part of publishing a batch: the gauges'
@@ -97,6 +99,9 @@ func (s *statements) counts(events int) StatementCounts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := StatementCounts{ByName: maps.Clone(s.byName), Batches: s.byName[stmtClaim]}
+	if c.Batches == 0 { // the WAL relay claims nothing: a batch is what it deletes
+		c.Batches = s.byName[stmtDeletePublished]
+	}
 	publishing := 0
 	for name, n := range s.byName {
 		c.Total += n
