@@ -73,6 +73,11 @@ func TestRefundReceiptWaitsForTheCaptureReceipt(t *testing.T) {
 	}
 	f.Publish(capture)
 	testenv.Eventually(t, 30*time.Second, "two receipts", func() bool { return len(f.mailpit.Messages(t)) == 2 })
+	// A receipt is recorded after its email is sent (and in the inbox's
+	// transaction): wait for both rows before comparing them.
+	testenv.Eventually(t, 30*time.Second, "two receipts recorded", func() bool {
+		return f.Count(`SELECT count(*) FROM notifications WHERE order_id = 'ord-r'`) == 2
+	})
 	if got := f.Count(`SELECT count(*) FROM notifications a JOIN notifications b ON a.order_id = b.order_id
 		WHERE a.kind = 'capture_receipt' AND b.kind = 'refund_receipt' AND a.id < b.id`); got != 1 {
 		t.Error("the refund receipt was not recorded after the capture receipt")
