@@ -32,23 +32,10 @@ func killRelayHoldingLeases(ctx context.Context, d *Deployment, _ Sizes) (string
 		}
 		return "", 0, err
 	}
-	before, err := victim.started(ctx)
+	killed, back, err := victim.killAndAwaitRestart(ctx)
 	if err != nil {
 		return "", 0, err
 	}
-	if err := victim.Kill(ctx); err != nil {
-		return "", 0, err
-	}
-	killed := time.Now()
-	type comeback struct {
-		after time.Duration
-		err   error
-	}
-	back := make(chan comeback, 1)
-	go func() {
-		after, err := victim.awaitRestart(ctx, before)
-		back <- comeback{after, err}
-	}()
 	held := func() int {
 		var n int
 		_ = conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE lease_owner = $1 AND dispatched_at IS NULL`, owner).Scan(&n)

@@ -140,3 +140,29 @@ func (p *Process) disarm(ctx context.Context) error {
 		return p.WaitReady(ctx)
 	}
 }
+
+// comeback is a killed process's return: how long after the kill it was
+// ready again, or why it was not.
+type comeback struct {
+	after time.Duration
+	err   error
+}
+
+// killAndAwaitRestart kills p and returns when, and a channel that reports
+// its return by its restart policy.
+func (p *Process) killAndAwaitRestart(ctx context.Context) (time.Time, <-chan comeback, error) {
+	before, err := p.started(ctx)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	if err := p.Kill(ctx); err != nil {
+		return time.Time{}, nil, err
+	}
+	killed := time.Now()
+	back := make(chan comeback, 1)
+	go func() {
+		after, err := p.awaitRestart(ctx, before)
+		back <- comeback{after, err}
+	}()
+	return killed, back, nil
+}

@@ -119,23 +119,10 @@ func killWALReader(ctx context.Context, d *Deployment, _ Sizes) (string, time.Du
 	if err := conn.QueryRow(ctx, `SELECT count(*), coalesce(max(id), 0) FROM outbox WHERE dispatched_at IS NULL`).Scan(&pending, &last); err != nil {
 		return "", 0, err
 	}
-	before, err := victim.started(ctx)
+	killed, back, err := victim.killAndAwaitRestart(ctx)
 	if err != nil {
 		return "", 0, err
 	}
-	if err := victim.Kill(ctx); err != nil {
-		return "", 0, err
-	}
-	killed := time.Now()
-	type comeback struct {
-		after time.Duration
-		err   error
-	}
-	back := make(chan comeback, 1)
-	go func() {
-		after, err := victim.awaitRestart(ctx, before)
-		back <- comeback{after, err}
-	}()
 	left := func() int {
 		n := -1
 		_ = conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE id <= $1 AND dispatched_at IS NULL`, last).Scan(&n)
