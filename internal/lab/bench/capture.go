@@ -54,10 +54,8 @@ func rawCaptures(ctx context.Context, e *env, s Sizes) ([]CaptureResult, error) 
 		if err != nil {
 			return out, err
 		}
-		nctx, stopNotifier := context.WithCancel(ctx)
-		ob, err := newRawOutbox(nctx, pool)
+		ob, stopNotifier, err := newRawOutbox(ctx, pool)
 		if err != nil {
-			stopNotifier()
 			pool.Close()
 			return out, err
 		}

@@ -190,28 +190,17 @@ func writer(ctx context.Context, pool *pgxpool.Pool, name string) (func(ctx cont
 			return tx(ctx, id, func(tx pgx.Tx, seq int64) error { return outbox.Enqueue(ctx, tx, event(id, seq, payload, headers)) })
 		}, nothing, nil
 	case writeAfterCommit:
-		cfg := outbox.Config{NotifyAfterCommit: true}
-		w, err := outbox.NewWriter(cfg)
+		ob, stop, err := newRawOutbox(ctx, pool) // as the orders service writes
 		if err != nil {
 			return nil, nil, err
 		}
-		n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		nctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); _ = n.Run(nctx) }()
 		return func(ctx context.Context, id string, payload json.RawMessage, headers map[string]string) error {
-				if err := tx(ctx, id, func(tx pgx.Tx, seq int64) error { return w.Enqueue(ctx, tx, event(id, seq, payload, headers)) }); err != nil {
-					return err
-				}
-				n.Notify()
-				return nil
-			}, func() {
-				cancel()
-				<-done
-			}, nil
+			if err := tx(ctx, id, func(tx pgx.Tx, seq int64) error { return ob.writer.Enqueue(ctx, tx, event(id, seq, payload, headers)) }); err != nil {
+				return err
+			}
+			ob.notifier.Notify()
+			return nil
+		}, stop, nil
 	}
 	return nil, nil, fmt.Errorf("unknown contender %q", name)
 }

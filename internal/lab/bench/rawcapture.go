@@ -114,17 +114,18 @@ type rawOutbox struct {
 	notifier *outbox.Notifier
 }
 
-// newRawOutbox returns pool's rawOutbox; its notifier runs until ctx ends.
-func newRawOutbox(ctx context.Context, pool *pgxpool.Pool) (rawOutbox, error) {
+// newRawOutbox returns pool's rawOutbox, its notifier running until stop is
+// called (stop waits for it).
+func newRawOutbox(ctx context.Context, pool *pgxpool.Pool) (ob rawOutbox, stop func(), err error) {
 	cfg := outbox.Config{NotifyAfterCommit: true}
-	w, err := outbox.NewWriter(cfg)
-	if err != nil {
-		return rawOutbox{}, err
+	if ob.writer, err = outbox.NewWriter(cfg); err != nil {
+		return ob, nil, err
 	}
-	n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg)
-	if err != nil {
-		return rawOutbox{}, err
+	if ob.notifier, err = outbox.NewNotifier(pool.Config().ConnConfig, cfg); err != nil {
+		return ob, nil, err
 	}
-	go func() { _ = n.Run(ctx) }()
-	return rawOutbox{writer: w, notifier: n}, nil
+	nctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ob.notifier.Run(nctx) }()
+	return ob, func() { cancel(); <-done }, nil
 }

@@ -16,10 +16,11 @@ func TestRawCaptureWritesOrderEventAndKeyOnce(t *testing.T) {
 	pool, _ := testenv.NewPool(t, "orders")
 	ctx := testenv.Context(t)
 	p := loadgen.Payment{CustomerID: "cus_1", MerchantID: "mer_2", Amount: 1999, Currency: "EUR"}
-	ob, err := newRawOutbox(ctx, pool)
+	ob, stop, err := newRawOutbox(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer stop()
 	for range 2 {
 		if err := rawCapture(ctx, pool, ob, "order-events", "key-1", p); err != nil {
 			t.Fatal(err)
