@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Local stack without Docker: a real PostgreSQL 15 (installed binaries) and a real
-# Apache Kafka broker (KRaft, one combined broker+controller node, jars from Maven
-# Central) on 127.0.0.1. Used by developers, by `make test` and by CI.
+# Local stack without Docker: a real PostgreSQL 15 (installed binaries) and real
+# Apache Kafka (KRaft, jars from Maven Central: one combined broker+controller
+# node, or a cluster of three with KAFKA_NODES=3) on 127.0.0.1. Used by
+# developers, by `make test` and by CI.
 #
 #   scripts/stack.sh up     [pg|kafka]   start (idempotent: a running service is left alone)
 #   scripts/stack.sh down   [pg|kafka]   stop only what this script started (pid files)
@@ -25,8 +26,6 @@ KAFKA_LIB=$ROOT/deploy/local/kafka/target/lib
 PG_DIR=$STATE/pg
 PG_DATA=$PG_DIR/data
 KAFKA_DIR=$STATE/kafka
-KAFKA_PID=$KAFKA_DIR/kafka.pid
-KAFKA_LOG=$KAFKA_DIR/kafka.log
 
 log() { printf 'stack: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -34,10 +33,12 @@ die() { log "$*"; exit 1; }
 # The addresses of the servers this script runs. A variable set to one of them
 # (as `eval "$(scripts/stack.sh env)"` does) still means "ours", not external.
 own_pg_url() { echo "postgres://postgres:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable"; }
-own_kafka() { echo "127.0.0.1:$KAFKA_PORT"; }
 
 external_pg() { [ -n "${PAYLAB_ADMIN_DATABASE_URL:-}" ] && [ "$PAYLAB_ADMIN_DATABASE_URL" != "$(own_pg_url)" ]; }
-external_kafka() { [ -n "${KAFKA_BROKERS:-}" ] && [ "$KAFKA_BROKERS" != "$(own_kafka)" ]; }
+external_kafka() {
+  [ -n "${KAFKA_BROKERS:-}" ] && [ "$KAFKA_BROKERS" != "$(KAFKA_NODES=1 own_kafka)" ] &&
+    [ "$KAFKA_BROKERS" != "$(KAFKA_NODES=3 own_kafka)" ]
+}
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -157,16 +158,55 @@ pg_status() {
 }
 
 # ---------------------------------------------------------------------- Kafka
+#
+# KAFKA_NODES=1 (default) runs one combined broker+controller with its state
+# in $KAFKA_DIR. KAFKA_NODES=3 runs a cluster: three processes, each a broker
+# and a controller voter, state in $KAFKA_DIR/cluster/node-N, replication
+# factor 3 and min.insync.replicas=2 for every topic (internal ones too).
+# Node N listens on PAYLAB_KAFKA_PORTS' Nth entry (default: KAFKA_PORT + 2(N-1))
+# and its controller on PAYLAB_KAFKA_CONTROLLER_PORTS' Nth entry. The size
+# of the last `up` is remembered, so `down`, `status` and `env` need no
+# KAFKA_NODES.
 
-kafka_pid() { [ -f "$KAFKA_PID" ] && cat "$KAFKA_PID"; }
-
-kafka_running() {
-  local pid; pid=$(kafka_pid) || return 1
-  kill -0 "$pid" 2>/dev/null && grep -q 'kafka.Kafka' "/proc/$pid/cmdline" 2>/dev/null
+kafka_nodes() {
+  if [ -n "${KAFKA_NODES:-}" ]; then echo "$KAFKA_NODES"
+  elif [ -f "$KAFKA_DIR/nodes" ]; then cat "$KAFKA_DIR/nodes"
+  else echo 1; fi
 }
 
-kafka_ready() {
-  port_open "$KAFKA_PORT" && grep -qE 'Transitioning from RECOVERY to RUNNING|Kafka Server started' "$KAFKA_LOG"
+# nth LIST N: the Nth entry of a comma-separated list.
+nth() { echo "$1" | cut -d, -f"$2"; }
+
+node_port() {
+  if [ -n "${PAYLAB_KAFKA_PORTS:-}" ]; then nth "$PAYLAB_KAFKA_PORTS" "$1"; else echo $((KAFKA_PORT + 2 * ($1 - 1))); fi
+}
+node_cport() {
+  if [ -n "${PAYLAB_KAFKA_CONTROLLER_PORTS:-}" ]; then nth "$PAYLAB_KAFKA_CONTROLLER_PORTS" "$1"; else echo $((CONTROLLER_PORT + 2 * ($1 - 1))); fi
+}
+# node_dir N: a single node keeps the layout of earlier versions of this script.
+node_dir() { if [ "$(kafka_nodes)" -eq 1 ]; then echo "$KAFKA_DIR"; else echo "$KAFKA_DIR/cluster/node-$1"; fi; }
+
+own_kafka() {
+  local n i list=
+  n=$(kafka_nodes)
+  for i in $(seq 1 "$n"); do list="$list${list:+,}127.0.0.1:$(node_port "$i")"; done
+  echo "$list"
+}
+
+node_pid() { [ -f "$(node_dir "$1")/kafka.pid" ] && cat "$(node_dir "$1")/kafka.pid"; }
+
+pid_is_kafka() { kill -0 "$1" 2>/dev/null && grep -q 'kafka.Kafka' "/proc/$1/cmdline" 2>/dev/null; }
+
+node_running() { local pid; pid=$(node_pid "$1") || return 1; pid_is_kafka "$pid"; }
+
+node_ready() {
+  port_open "$(node_port "$1")" &&
+    grep -qE 'Transitioning from RECOVERY to RUNNING|Kafka Server started' "$(node_dir "$1")/kafka.log"
+}
+
+kafka_running() {
+  local i
+  for i in $(seq 1 "$(kafka_nodes)"); do node_running "$i" || return 1; done
 }
 
 kafka_jars() {
@@ -182,98 +222,162 @@ kafka_jars() {
 
 kafka_java() { java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true -cp "$KAFKA_LIB/*" "$@"; }
 
-kafka_init() {
-  mkdir -p "$KAFKA_DIR/data"
-  cat >"$KAFKA_DIR/server.properties" <<PROPS
-# paylab local stack: one combined broker+controller in KRaft mode.
+node_init() {
+  local i=$1 n dir voters= j rf=1 isr=1
+  n=$(kafka_nodes); dir=$(node_dir "$i")
+  for j in $(seq 1 "$n"); do voters="$voters${voters:+,}$j@127.0.0.1:$(node_cport "$j")"; done
+  if [ "$n" -ge 3 ]; then rf=3; isr=2; fi
+  mkdir -p "$dir/data"
+  cat >"$dir/server.properties" <<PROPS
+# paylab local stack: node $i of $n, a combined broker+controller in KRaft mode.
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+node.id=$i
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$(node_port "$i"),CONTROLLER://127.0.0.1:$(node_cport "$i")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(node_port "$i")
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs=$KAFKA_DIR/data
+log.dirs=$dir/data
 num.partitions=6
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$rf
 offsets.topic.num.partitions=6
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
+unclean.leader.election.enable=false
+# A broker that stops heartbeating is fenced (its partitions get new
+# leaders) after 6 s instead of 9.
+broker.heartbeat.interval.ms=1000
+broker.session.timeout.ms=6000
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 delete.topic.enable=true
 log.retention.hours=24
 log.segment.bytes=67108864
 PROPS
-  if [ ! -f "$KAFKA_DIR/data/meta.properties" ]; then
+  if [ ! -f "$dir/data/meta.properties" ]; then
     local cluster_id
-    cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)
-    log "formatting Kafka storage (cluster $cluster_id)"
-    kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$KAFKA_DIR/server.properties" \
-      >"$KAFKA_DIR/format.log" 2>&1 || { cat "$KAFKA_DIR/format.log" >&2; die "kafka storage format failed"; }
+    if [ "$n" -gt 1 ] && [ -f "$KAFKA_DIR/cluster/id" ]; then
+      cluster_id=$(cat "$KAFKA_DIR/cluster/id")
+    else
+      cluster_id=$(kafka_java kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)
+      [ "$n" -gt 1 ] && echo "$cluster_id" >"$KAFKA_DIR/cluster/id"
+    fi
+    log "formatting Kafka storage of node $i (cluster $cluster_id)"
+    kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \
+      >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "kafka storage format failed"; }
   fi
+}
+
+node_start() {
+  local i=$1 dir
+  dir=$(node_dir "$i")
+  port_open "$(node_port "$i")" && die "port $(node_port "$i") is taken by a process this script did not start"
+  node_init "$i"
+  : >"$dir/kafka.log"
+  # setsid: the broker outlives this script and is not hit by the caller's Ctrl-C.
+  setsid bash -c 'exec java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
+      -Dorg.slf4j.simpleLogger.showDateTime=true -cp "$1/*" kafka.Kafka "$2"' _ \
+      "$KAFKA_LIB" "$dir/server.properties" >"$dir/kafka.log" 2>&1 </dev/null &
+  echo $! >"$dir/kafka.pid"
 }
 
 kafka_up() {
   if external_kafka; then log "Kafka: using KAFKA_BROKERS=$KAFKA_BROKERS from the environment"; return; fi
-  if kafka_running; then log "Kafka already running on 127.0.0.1:$KAFKA_PORT"; return; fi
-  port_open "$KAFKA_PORT" && die "port $KAFKA_PORT is taken by a process this script did not start"
-  kafka_jars
-  kafka_init
-  log "starting Kafka on 127.0.0.1:$KAFKA_PORT"
-  : >"$KAFKA_LOG"
-  # setsid: the broker outlives this script and is not hit by the caller's Ctrl-C.
-  setsid bash -c 'exec java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
-      -Dorg.slf4j.simpleLogger.showDateTime=true -cp "$1/*" kafka.Kafka "$2"' _ \
-      "$KAFKA_LIB" "$KAFKA_DIR/server.properties" >"$KAFKA_LOG" 2>&1 </dev/null &
-  echo $! >"$KAFKA_PID"
-  if ! wait_for 120 kafka kafka_ready; then
-    tail -n 40 "$KAFKA_LOG" >&2
-    kafka_down
-    die "Kafka did not become ready"
+  local n i recorded started=()
+  n=$(kafka_nodes)
+  recorded=$( [ -f "$KAFKA_DIR/nodes" ] && cat "$KAFKA_DIR/nodes" || echo 1)
+  if [ "$recorded" != "$n" ] && KAFKA_NODES=$recorded kafka_any_running; then
+    die "a $recorded-node Kafka is running; stop it first (make env-down)"
   fi
-  log "Kafka ready: $(kafka_version)"
+  case "$n" in 1|3) ;; *) die "KAFKA_NODES=$n: 1 or 3" ;; esac
+  mkdir -p "$KAFKA_DIR/cluster"
+  echo "$n" >"$KAFKA_DIR/nodes"
+  if kafka_running; then log "Kafka already running on $(own_kafka)"; return; fi
+  kafka_jars
+  for i in $(seq 1 "$n"); do
+    node_running "$i" && continue
+    log "starting Kafka node $i of $n on 127.0.0.1:$(node_port "$i")"
+    node_start "$i"
+    started+=("$i")
+  done
+  for i in "${started[@]}"; do
+    if ! wait_for 120 kafka node_ready "$i"; then
+      tail -n 40 "$(node_dir "$i")/kafka.log" >&2
+      kafka_down
+      die "Kafka node $i did not become ready"
+    fi
+  done
+  log "Kafka ready: $(kafka_version) on $(own_kafka)"
+}
+
+kafka_any_running() {
+  local i
+  for i in $(seq 1 "$(kafka_nodes)"); do node_running "$i" && return 0; done
+  return 1
 }
 
 kafka_version() {
-  local v; v=$(grep -oE "Kafka version: [^ ]+" "$KAFKA_LOG" 2>/dev/null | head -1 | cut -d" " -f3)
-  echo "Apache Kafka ${v:-(version unknown)}, KRaft"
+  local v; v=$(grep -ohE "Kafka version: [^ ]+" "$(node_dir 1)/kafka.log" 2>/dev/null | head -1 | cut -d" " -f3)
+  local what="KRaft"; [ "$(kafka_nodes)" -gt 1 ] && what="KRaft, $(kafka_nodes) nodes"
+  echo "Apache Kafka ${v:-(version unknown)}, $what"
 }
 
+# stop_pid PID: SIGTERM, then SIGKILL after 30 s.
+stop_pid() {
+  local pid=$1
+  kill -TERM "$pid" 2>/dev/null || true
+  if ! wait_for 30 kafka-stop bash -c "! kill -0 $pid 2>/dev/null"; then
+    log "Kafka (pid $pid) did not stop in 30 s; killing it"
+    kill -KILL "$pid" 2>/dev/null || true
+    wait_for 10 kafka-kill bash -c "! kill -0 $pid 2>/dev/null" || true
+  fi
+}
+
+# kafka_down stops every node this script started, whatever the size of the
+# last up: the single node's pid file and each cluster node's. The nodes stop
+# together, so none waits on its peers to hand over its partitions.
 kafka_down() {
   if external_kafka; then return; fi
-  local pid; pid=$(kafka_pid) || return 0
-  if kafka_running; then
-    log "stopping Kafka (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    if ! wait_for 30 kafka-stop bash -c "! kill -0 $pid 2>/dev/null"; then
-      log "Kafka did not stop in 30 s; killing it"
-      kill -KILL "$pid" 2>/dev/null || true
-      wait_for 10 kafka-kill bash -c "! kill -0 $pid 2>/dev/null" || true
+  local f pid pids=()
+  for f in "$KAFKA_DIR/kafka.pid" "$KAFKA_DIR"/cluster/node-*/kafka.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    if pid_is_kafka "$pid"; then
+      log "stopping Kafka (pid $pid)"
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
     fi
-  fi
-  rm -f "$KAFKA_PID"
+    rm -f "$f"
+  done
+  for pid in "${pids[@]}"; do stop_pid "$pid"; done
 }
 
 kafka_status() {
   if external_kafka; then echo "kafka: external ($KAFKA_BROKERS)"; return 0; fi
-  if kafka_running && kafka_ready; then
-    echo "kafka: running on 127.0.0.1:$KAFKA_PORT (pid $(kafka_pid), $(kafka_version))"
-  else
-    echo "kafka: stopped"; return 1
-  fi
+  local i rc=0 n
+  n=$(kafka_nodes)
+  for i in $(seq 1 "$n"); do
+    local name=kafka; [ "$n" -gt 1 ] && name="kafka node $i"
+    if node_running "$i" && node_ready "$i"; then
+      echo "$name: running on 127.0.0.1:$(node_port "$i") (pid $(node_pid "$i"), $(kafka_version))"
+    else
+      echo "$name: stopped"; rc=1
+    fi
+  done
+  return $rc
 }
 
 # ------------------------------------------------------------------ commands
 
 print_env() {
   local pg=${PAYLAB_ADMIN_DATABASE_URL:-$(own_pg_url)}
-  local kafka=${KAFKA_BROKERS:-$(own_kafka)}
+  local kafka; kafka=$(own_kafka)
+  external_kafka && kafka=$KAFKA_BROKERS
   echo "export PAYLAB_ADMIN_DATABASE_URL='$pg'"
   echo "export KAFKA_BROKERS='$kafka'"
 }

@@ -84,7 +84,11 @@ func runTopics(_ context.Context, out io.Writer) error {
 		if err := broker.EnsureTopic(admin, topic, cfg.TopicPartitions); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "topic %s ready\n", topic)
+		r, err := broker.TopicReplication(admin, topic)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "topic %s ready (replication factor %d, min.insync.replicas %s)\n", topic, r.Factor, r.MinInSync)
 	}
 	return nil
 }

@@ -162,6 +162,7 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, time.Durat
 		BackoffSeconds:    r.cfg.RetryBackoff.Seconds(),
 		MaxBackoffSeconds: r.cfg.RetryMaxBackoff.Seconds(),
 		MaxAttempts:       int32(max(r.cfg.MaxAttempts, 0)),
+		Fenced:            !r.cfg.UnfencedComplete,
 	}
 	var pause time.Duration
 	switch {
@@ -221,6 +222,7 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, time.Durat
 		// Our lease expired and another relay took these rows: it publishes
 		// them, so nothing is lost, but the relay stalled for longer than
 		// the lease (its renewals did not get through).
+		r.metrics.leaseLost.Add(float64(lost))
 		r.log.WarnContext(ctx, "lease lost before the batch was recorded", "events", lost)
 	}
 	return res, pause, nil

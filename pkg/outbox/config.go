@@ -67,6 +67,13 @@ type Config struct {
 	// PgBouncer, say), or to measure polling. Default false: notifications
 	// wake the relay as soon as an event commits.
 	PollOnly bool
+	// UnfencedComplete records a batch's outcome whoever holds its rows'
+	// leases now. Never set it: it exists to show what the owner check
+	// prevents. A relay stalled past its lease (a GC pause, SIGSTOP, a
+	// frozen VM) wakes up and, unfenced, records rows another relay has
+	// since leased and not yet published; fenced (the default), its record
+	// of those rows is refused and counted in lease_lost_total.
+	UnfencedComplete bool
 	// RetryBackoff is the first delay before an event that failed to publish
 	// is retried; it doubles with every attempt, with jitter (×0.5–1.0), up
 	// to RetryMaxBackoff. Defaults 1s and 1m.

@@ -250,6 +250,7 @@
 //	paylab_outbox_parked_total                  counter    events parked by this relay
 //	paylab_outbox_lease_reclaims_total          counter    events taken over from an expired lease
 //	paylab_outbox_lease_renewals_total          counter    leases renewed while slow acks were pending
+//	paylab_outbox_lease_lost_total              counter    outcomes refused: the lease had moved on (a stalled relay)
 //	paylab_outbox_batch_size                    histogram  events per claimed batch
 //	paylab_outbox_publish_latency_seconds       histogram  insert → dispatch recorded (database clock)
 //	paylab_outbox_publish_duration_seconds      histogram  one batch's publish round trip

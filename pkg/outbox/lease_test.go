@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 )
@@ -127,5 +129,97 @@ func TestOnlyTheOldestUndispatchedEventOfAnOrderIsClaimable(t *testing.T) {
 	rows.Close()
 	if len(naive) == 0 || naive[0] != 2 {
 		t.Fatalf("a claim without the ordering check would take sequences %v; expected it to take order-x's 2 while 1 is in flight", naive)
+	}
+}
+
+// The zombie case from both sides. Relay A stalls holding a lease (a GC
+// pause, SIGSTOP) until it expires; B takes the rows over and is still
+// publishing them when A wakes up and records its outcome. Fenced (the
+// default), A's record is refused — the rows are B's — and counted in
+// lease_lost_total; B records them. Unfenced (UnfencedComplete, written here
+// to show what the owner check prevents), A records rows B holds, and B's
+// own outcome then finds nothing to record.
+func TestAStalledRelayCannotRecordRowsAnotherRelayNowHolds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		unfenced   bool
+		aRecords   int // rows A's late outcome records
+		bRecords   int
+		aLeaseLost float64
+	}{
+		{name: "fenced", aRecords: 0, bRecords: 5, aLeaseLost: 5},
+		{name: "unfenced", unfenced: true, aRecords: 5, bRecords: 0, aLeaseLost: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, _ := testenv.NewPool(t, "orders")
+			topic := testenv.NewTopic(t, 1)
+			ctx := testenv.Context(t)
+			events := make([]outbox.Event, 5)
+			for i := range events {
+				events[i] = event(topic, fmt.Sprintf("order-%d", i), 1)
+			}
+			enqueue(t, ctx, pool, events...)
+
+			kafka := newKafkaPublisher(t, testenv.Brokers())
+			stalledUntil := func(release <-chan struct{}) outbox.Publisher {
+				return outbox.PublisherFunc(func(ctx context.Context, events []outbox.Event) []error {
+					<-release
+					return kafka.Publish(ctx, events)
+				})
+			}
+			releaseA, releaseB := make(chan struct{}), make(chan struct{})
+			regA := prometheus.NewRegistry()
+			a, err := outbox.NewRelay(pool, stalledUntil(releaseA), outbox.Config{
+				ID: "A", LeaseTTL: time.Minute, Registerer: regA, UnfencedComplete: tc.unfenced})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := outbox.NewRelay(pool, stalledUntil(releaseB), outbox.Config{ID: "B", LeaseTTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				res outbox.BatchResult
+				err error
+			}
+			run := func(r *outbox.Relay) <-chan result {
+				done := make(chan result, 1)
+				go func() {
+					res, err := r.RunBatch(ctx)
+					done <- result{res, err}
+				}()
+				return done
+			}
+			aDone := run(a)
+			testenv.Eventually(t, 10*time.Second, "A's lease", func() bool {
+				return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'A'") == 5
+			})
+			if _, err := pool.Exec(ctx, "UPDATE outbox SET leased_until = now() - interval '1 second' WHERE lease_owner = 'A'"); err != nil {
+				t.Fatal(err)
+			}
+			bDone := run(b)
+			testenv.Eventually(t, 10*time.Second, "B's takeover", func() bool {
+				return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'B'") == 5
+			})
+
+			close(releaseA) // A wakes up while B holds the rows
+			ra := <-aDone
+			if ra.err != nil || ra.res.Dispatched != tc.aRecords {
+				t.Fatalf("A's late outcome: %+v, %v; want %d recorded", ra.res, ra.err, tc.aRecords)
+			}
+			if got := metricValue(t, regA, "paylab_outbox_lease_lost_total"); got != tc.aLeaseLost {
+				t.Errorf("A's lease_lost_total = %v, want %v", got, tc.aLeaseLost)
+			}
+			close(releaseB)
+			rb := <-bDone
+			if rb.err != nil || rb.res.Dispatched != tc.bRecords {
+				t.Fatalf("B's outcome: %+v, %v; want %d recorded", rb.res, rb.err, tc.bRecords)
+			}
+			if n := undispatched(t, ctx, pool); n != 0 {
+				t.Fatalf("%d events left undispatched", n)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ type metrics struct {
 	parkedTotal        prometheus.Counter
 	leaseReclaims      prometheus.Counter
 	leaseRenewals      prometheus.Counter
+	leaseLost          prometheus.Counter
 	batchSize          prometheus.Histogram
 	publishLatency     prometheus.Histogram
 	publishDuration    prometheus.Histogram
@@ -43,6 +44,8 @@ func newMetrics(reg prometheus.Registerer, prefix string) (*metrics, error) {
 			Help: "Events claimed whose previous lease had expired without completion (taken over from a dead or stalled relay)."}),
 		leaseRenewals: prometheus.NewCounter(prometheus.CounterOpts{Name: prefix + "lease_renewals_total",
 			Help: "Lease renewals of batches whose acknowledgements outlasted half the lease TTL."}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{Name: prefix + "lease_lost_total",
+			Help: "Events whose outcome this relay could not record: its lease had expired and another relay took them (the relay stalled past its lease)."}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: prefix + "batch_size",
 			Help:    "Events per claimed batch.",
 			Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000}}),
@@ -64,7 +67,7 @@ func newMetrics(reg prometheus.Registerer, prefix string) (*metrics, error) {
 			Help: "Batches in which every event failed transiently: taken for a broker outage, attempts not counted."}),
 	}
 	for _, c := range []prometheus.Collector{m.pending, m.oldestPendingAge, m.parked, m.published, m.publishErrors,
-		m.parkedTotal, m.leaseReclaims, m.leaseRenewals, m.batchSize, m.publishLatency, m.publishDuration, m.relayErrors,
+		m.parkedTotal, m.leaseReclaims, m.leaseRenewals, m.leaseLost, m.batchSize, m.publishLatency, m.publishDuration, m.relayErrors,
 		m.retentionDeleted, m.listenerReconnects, m.brokerOutage, m.outageBatches} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

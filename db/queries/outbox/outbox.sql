@@ -93,6 +93,8 @@ RETURNING id;
 -- outage_backoff_seconds, the relay's own pause. latency_seconds is the time
 -- from the row's insert to now, on the database clock. (Looking failures up
 -- by position keeps the plan an index scan on ids; failures are few.)
+-- fenced is false only to show what the owner check prevents (a stalled
+-- relay recording rows another relay now holds): Config.UnfencedComplete.
 UPDATE /* TEMPLATE: table */outbox AS t
 SET dispatched_at = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN now() END,
     lease_owner   = NULL,
@@ -112,7 +114,7 @@ SET dispatched_at = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.i
                                OR (sqlc.arg(max_attempts)::integer > 0 AND t.attempts >= sqlc.arg(max_attempts)::integer))
                          THEN now() END
 WHERE t.id = ANY(sqlc.arg(ids)::bigint[])
-  AND t.lease_owner = sqlc.arg(owner)::text
+  AND (t.lease_owner = sqlc.arg(owner)::text OR NOT sqlc.arg(fenced)::boolean)
   AND t.dispatched_at IS NULL
 RETURNING t.id, (t.dispatched_at IS NOT NULL)::boolean AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
           EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds;

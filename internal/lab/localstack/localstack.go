@@ -12,44 +12,62 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
 )
 
-// Server is one private PostgreSQL server ("pg") or Kafka broker ("kafka").
+// Server is one private PostgreSQL server ("pg"), or a private Kafka of one
+// broker or a cluster of several ("kafka").
 type Server struct {
 	service string
 	dir     string
 	env     []string
-	port    int
+	ports   []int // one per Kafka node; PostgreSQL's port
 }
 
 // NewKafka prepares (does not start) a private Kafka broker.
-func NewKafka() (*Server, error) { return newServer("kafka") }
+func NewKafka() (*Server, error) { return newServer("kafka", 1) }
+
+// NewKafkaCluster prepares (does not start) a private Kafka cluster of nodes
+// brokers, each also a controller voter; with 3, topics get replication
+// factor 3 and min.insync.replicas 2 (scripts/stack.sh, KAFKA_NODES).
+func NewKafkaCluster(nodes int) (*Server, error) { return newServer("kafka", nodes) }
 
 // NewPostgres prepares (does not start) a private PostgreSQL server.
-func NewPostgres() (*Server, error) { return newServer("pg") }
+func NewPostgres() (*Server, error) { return newServer("pg", 1) }
 
-func newServer(service string) (*Server, error) {
+func newServer(service string, nodes int) (*Server, error) {
 	dir, err := os.MkdirTemp("", "paylab-"+service+"-")
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
+	s := &Server{service: service, dir: dir}
+	var ports, controllers []string
+	for range nodes {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		controller, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		s.ports = append(s.ports, port)
+		ports, controllers = append(ports, strconv.Itoa(port)), append(controllers, strconv.Itoa(controller))
 	}
-	controller, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{service: service, dir: dir, port: port}
 	s.env = append(os.Environ(), "PAYLAB_STACK_DIR="+dir, "KAFKA_BROKERS=", "PAYLAB_ADMIN_DATABASE_URL=",
-		fmt.Sprintf("PAYLAB_PG_PORT=%d", port),
-		fmt.Sprintf("PAYLAB_KAFKA_PORT=%d", port),
-		fmt.Sprintf("PAYLAB_KAFKA_CONTROLLER_PORT=%d", controller))
+		fmt.Sprintf("KAFKA_NODES=%d", nodes),
+		"PAYLAB_PG_PORT="+ports[0],
+		"PAYLAB_KAFKA_PORT="+ports[0], "PAYLAB_KAFKA_CONTROLLER_PORT="+controllers[0],
+		"PAYLAB_KAFKA_PORTS="+strings.Join(ports, ","),
+		"PAYLAB_KAFKA_CONTROLLER_PORTS="+strings.Join(controllers, ","))
 	return s, nil
 }
 
-// Start starts the server (again) and waits until it is ready.
+// Start starts the server (again) and waits until it is ready; on a Kafka
+// cluster, it starts the nodes that are not running.
 func (s *Server) Start() error { return s.stack("up") }
 
 // Stop stops the server cleanly; its data stays for the next Start.
@@ -64,12 +82,51 @@ func (s *Server) Remove() error {
 	return err
 }
 
-// Brokers is a private broker's bootstrap address.
-func (s *Server) Brokers() []string { return []string{fmt.Sprintf("127.0.0.1:%d", s.port)} }
+// Brokers is a private Kafka's bootstrap addresses, node 1 first.
+func (s *Server) Brokers() []string {
+	out := make([]string, len(s.ports))
+	for i, p := range s.ports {
+		out[i] = fmt.Sprintf("127.0.0.1:%d", p)
+	}
+	return out
+}
+
+// Nodes is how many brokers a private Kafka has; their node ids are 1..Nodes.
+func (s *Server) Nodes() int { return len(s.ports) }
 
 // AdminURL is a private PostgreSQL server's superuser URL.
 func (s *Server) AdminURL() string {
-	return fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+	return fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable", s.ports[0])
+}
+
+// KillNode ends Kafka node id (1..Nodes) with sig: SIGKILL for a crash,
+// SIGTERM for a clean stop, and waits until the process is gone. Start
+// brings it back.
+func (s *Server) KillNode(id int, sig syscall.Signal) error {
+	if s.service != "kafka" || id < 1 || id > len(s.ports) {
+		return fmt.Errorf("no Kafka node %d here", id)
+	}
+	pidFile := filepath.Join(s.dir, "kafka", "kafka.pid")
+	if len(s.ports) > 1 {
+		pidFile = filepath.Join(s.dir, "kafka", "cluster", fmt.Sprintf("node-%d", id), "kafka.pid")
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return fmt.Errorf("Kafka node %d is not running: %w", id, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("pid file %s: %w", pidFile, err)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("signalling Kafka node %d (pid %d): %w", id, pid, err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("Kafka node %d (pid %d) still running a minute after %s", id, pid, sig)
 }
 
 func (s *Server) stack(verb string) error {

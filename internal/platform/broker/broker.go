@@ -65,9 +65,13 @@ func SplitBrokers(list string) []string {
 	return out
 }
 
-// EnsureTopic creates topic with the given partitions unless it exists.
+// EnsureTopic creates topic with the given partitions unless it exists. Its
+// replication factor and min.insync.replicas are the cluster's defaults
+// (default.replication.factor, min.insync.replicas): 1 and 1 on one broker,
+// 3 and 2 on the local cluster (KAFKA_NODES=3) and compose's cluster profile,
+// where a write acknowledged with acks=all is on at least two brokers.
 func EnsureTopic(admin sarama.ClusterAdmin, topic string, partitions int32) error {
-	err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false)
+	err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1}, false)
 	var terr *sarama.TopicError
 	if errors.As(err, &terr) && terr.Err == sarama.ErrTopicAlreadyExists {
 		return nil
@@ -76,4 +80,53 @@ func EnsureTopic(admin sarama.ClusterAdmin, topic string, partitions int32) erro
 		return fmt.Errorf("creating topic %s: %w", topic, err)
 	}
 	return nil
+}
+
+// Replication describes how a topic is replicated.
+type Replication struct {
+	Factor        int    // replicas of each partition
+	MinInSync     string // min.insync.replicas
+	InSyncShort   int    // partitions with fewer in-sync replicas than replicas
+	LeaderPerNode map[int32]int
+}
+
+// TopicReplication reports topic's replication factor, min.insync.replicas
+// and where its partitions' leaders are.
+func TopicReplication(admin sarama.ClusterAdmin, topic string) (Replication, error) {
+	r := Replication{LeaderPerNode: map[int32]int{}}
+	// A topic just created reaches every broker's metadata a moment later.
+	var meta []*sarama.TopicMetadata
+	for attempt := 0; ; attempt++ {
+		var err error
+		if meta, err = admin.DescribeTopics([]string{topic}); err != nil {
+			return r, fmt.Errorf("describing topic %s: %w", topic, err)
+		}
+		if len(meta) != 1 {
+			return r, fmt.Errorf("describing topic %s: %d answers", topic, len(meta))
+		}
+		if meta[0].Err == sarama.ErrNoError {
+			break
+		}
+		if meta[0].Err != sarama.ErrUnknownTopicOrPartition || attempt == 50 {
+			return r, fmt.Errorf("describing topic %s: %w", topic, meta[0].Err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, p := range meta[0].Partitions {
+		r.Factor = max(r.Factor, len(p.Replicas))
+		if len(p.Isr) < len(p.Replicas) {
+			r.InSyncShort++
+		}
+		r.LeaderPerNode[p.Leader]++
+	}
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"min.insync.replicas"}})
+	if err != nil {
+		return r, fmt.Errorf("reading min.insync.replicas of %s: %w", topic, err)
+	}
+	for _, e := range entries {
+		if e.Name == "min.insync.replicas" {
+			r.MinInSync = e.Value
+		}
+	}
+	return r, nil
 }

@@ -132,7 +132,7 @@ SET dispatched_at = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN no
                                OR ($8::integer > 0 AND t.attempts >= $8::integer))
                          THEN now() END
 WHERE t.id = ANY($9::bigint[])
-  AND t.lease_owner = $10::text
+  AND (t.lease_owner = $10::text OR NOT $11::boolean)
   AND t.dispatched_at IS NULL
 RETURNING t.id, (t.dispatched_at IS NOT NULL)::boolean AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
           EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds
@@ -149,6 +149,7 @@ type CompleteBatchParams struct {
 	MaxAttempts          int32
 	Ids                  []int64
 	Owner                string
+	Fenced               bool
 }
 
 type CompleteBatchRow struct {
@@ -170,6 +171,8 @@ type CompleteBatchRow struct {
 // outage_backoff_seconds, the relay's own pause. latency_seconds is the time
 // from the row's insert to now, on the database clock. (Looking failures up
 // by position keeps the plan an index scan on ids; failures are few.)
+// fenced is false only to show what the owner check prevents (a stalled
+// relay recording rows another relay now holds): Config.UnfencedComplete.
 func (q *Queries) CompleteBatch(ctx context.Context, arg CompleteBatchParams) ([]CompleteBatchRow, error) {
 	rows, err := q.db.Query(ctx, completeBatch,
 		arg.FailedIds,
@@ -182,6 +185,7 @@ func (q *Queries) CompleteBatch(ctx context.Context, arg CompleteBatchParams) ([
 		arg.MaxAttempts,
 		arg.Ids,
 		arg.Owner,
+		arg.Fenced,
 	)
 	if err != nil {
 		return nil, err

@@ -41,8 +41,12 @@ type Config struct {
 	RetentionInterval time.Duration `env:"RELAY_RETENTION_INTERVAL" envDefault:"1m"`
 	StatsInterval     time.Duration `env:"RELAY_STATS_INTERVAL" envDefault:"5s"`
 	ShutdownTimeout   time.Duration `env:"RELAY_SHUTDOWN_TIMEOUT" envDefault:"20s"`
-	ChaosEnabled      bool          `env:"CHAOS_ENABLED" envDefault:"false"`
-	ChaosToken        string        `env:"CHAOS_TOKEN" redact:"value"`
+	// LeaseFencing false lets a relay record rows whose lease it lost
+	// (outbox.Config.UnfencedComplete): only to show what the check
+	// prevents.
+	LeaseFencing bool   `env:"RELAY_LEASE_FENCING" envDefault:"true"`
+	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
+	ChaosToken   string `env:"CHAOS_TOKEN" redact:"value"`
 }
 
 // LoadConfig reads the configuration from environ (as os.Environ gives it,
@@ -140,6 +144,7 @@ func (c Config) relayConfig(log *slog.Logger) outbox.Config {
 		BatchSize:         c.BatchSize,
 		LeaseTTL:          c.LeaseTTL,
 		PollInterval:      c.PollInterval,
+		UnfencedComplete:  !c.LeaseFencing,
 		RetryBackoff:      c.RetryBackoff,
 		RetryMaxBackoff:   c.RetryMaxBackoff,
 		OutageMaxBackoff:  c.OutageMaxBackoff,

@@ -29,6 +29,7 @@
 //	RELAY_RETENTION_INTERVAL  how often retention runs (1m)
 //	RELAY_STATS_INTERVAL      how often the pending gauges are refreshed (5s)
 //	RELAY_SHUTDOWN_TIMEOUT    admin listener shutdown deadline (20s)
+//	RELAY_LEASE_FENCING       false: record outcomes of rows whose lease moved on; only to show the zombie case (true)
 //	CHAOS_ENABLED             mount /chaos/faults and /chaos/kill (false)
 //	CHAOS_TOKEN               bearer token for /chaos, at least 16 characters (none)
 //	OTEL_EXPORTER_OTLP_ENDPOINT  export traces over OTLP/HTTP (unset: none); OTEL_* apply
