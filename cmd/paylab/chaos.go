@@ -20,7 +20,7 @@ import (
 // mailpitVersion is the Mailpit the Makefile builds into the tools cache.
 const mailpitVersion = "v1.33.1"
 
-// runChaos: paylab chaos list | paylab chaos run <scenario>…|all [--target local|compose] [--relay-mode poll|wal] [--quick] [--json]
+// runChaos: paylab chaos list | paylab chaos run <scenario>…|all [--target local|compose] [--relay-mode poll|wal] [--kafka-nodes 3|1] [--quick] [--json]
 func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return errUsage
@@ -38,7 +38,7 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fs := flag.NewFlagSet("chaos run", flag.ContinueOnError)
 	fs.SetOutput(out)
-	quick := fs.Bool("quick", false, "the reduced set of counts make test runs")
+	quick := fs.Bool("quick", false, "the reduced counts make test runs; with all, the quick set of scenarios")
 	parallel := fs.Int("parallel", 3, "scenarios run side by side (those that stop a shared server run alone; compose: one at a time)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	target := fs.String("target", "local", "local: start the services against private servers for each scenario;\n"+
@@ -54,6 +54,7 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	mailpit := fs.String("mailpit", filepath.Join(tools, "mailpit-"+mailpitVersion), "local: Mailpit binary (make mailpit builds it)")
 	relayMode := fs.String("relay-mode", chaosrun.RelayPoll, "local: the relays' RELAY_MODE, poll (claim rows with leases) or wal (stream a replication slot);\n"+
 		"compose: the deployment's RELAY_MODE is read from the environment and .env instead")
+	kafkaNodes := fs.Int("kafka-nodes", 3, "local: brokers of the private Kafka: 3 (replication factor 3, min.insync.replicas 2) or 1 (the scenarios that kill brokers are skipped)")
 	logs := fs.String("logs", "", "local: folder for the processes' logs (default: a temporary folder)")
 	if err := fs.Parse(reorder(fs, args[1:])); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -64,7 +65,7 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	if fs.NArg() == 0 {
 		return errUsage
 	}
-	scenarios, err := chaosrun.Select(fs.Args())
+	scenarios, err := chaosrun.Select(fs.Args(), *quick)
 	if err != nil {
 		return err
 	}
@@ -83,8 +84,8 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 				return err
 			}
 		}
-		env := &chaosrun.Env{Bin: *bin, Mailpit: *mailpit, LogDir: *logs, RelayMode: *relayMode}
-		fmt.Fprintf(out, "chaos: starting private PostgreSQL, Kafka and Mailpit (relays in %s mode; logs in %s)\n", *relayMode, *logs)
+		env := &chaosrun.Env{Bin: *bin, Mailpit: *mailpit, LogDir: *logs, RelayMode: *relayMode, KafkaNodes: *kafkaNodes}
+		fmt.Fprintf(out, "chaos: starting private PostgreSQL, Kafka (%d brokers) and Mailpit (relays in %s mode; logs in %s)\n", *kafkaNodes, *relayMode, *logs)
 		if err := env.Start(ctx); err != nil {
 			env.Stop()
 			return fmt.Errorf("chaos: %w", err)

@@ -34,9 +34,10 @@ commands:
   verify    reconcile orders, ledger and notifications (and the topic); print
             lost, phantom, duplicate and out-of-order effects; exit 1 on any
   chaos     chaos list | chaos run <scenario>…|all [--quick] [--json]
-            [--target local|compose] [--relay-mode poll|wal]: faults under load, against private
-            servers (local) or a running docker compose deployment over its
-            admin APIs (compose); a table of what each one cost
+            [--target local|compose] [--relay-mode poll|wal] [--kafka-nodes 3|1]:
+            faults under load, against private servers (local; a 3-broker
+            Kafka cluster by default) or a running docker compose deployment
+            over its admin APIs (compose); a table of what each one cost
   bench     bench [--quick] [--json] [--out DIR]: each stage of the system against
             a raw baseline (capture, produce, relay, consume, end to end, growth),
             on the stack; a table of figures and ratios, and a JSON report

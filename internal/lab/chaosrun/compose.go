@@ -195,6 +195,7 @@ func NewCompose(cfg ComposeConfig) *Compose {
 		LeaseTTL:      cfg.LeaseTTL,
 		RelayMode:     cfg.RelayMode,
 	}
+	c.d.Ledgers = []*Process{c.d.Ledger}
 	c.setRelays(cfg.RelayAdminURLs)
 	return c
 }
@@ -271,6 +272,10 @@ func (c *Compose) Deploy(ctx context.Context, sc Scenario) (*Deployment, error) 
 	switch {
 	case sc.stops != "":
 		return nil, skip("stops %s, which no admin API can do (run it with --target local)", sc.stops)
+	case sc.pauses:
+		return nil, skip("stalls a process with SIGSTOP, which no admin API can do (run it with --target local)")
+	case sc.opts.ledgers > 1:
+		return nil, skip("drives %d ledger instances in one group (run it with --target local)", sc.opts.ledgers)
 	case sc.opts.mode != c.cfg.OutboxMode:
 		return nil, skip("needs OUTBOX_MODE=%s; the deployment runs OUTBOX_MODE=%s", sc.opts.mode, c.cfg.OutboxMode)
 	case sc.opts.inboxEnabled != c.cfg.InboxEnabled:

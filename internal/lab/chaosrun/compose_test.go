@@ -102,7 +102,7 @@ func TestComposeTargetRunsScenariosOverTheAdminAPIs(t *testing.T) {
 	scenarios, err := Select([]string{
 		"outbox-fail-before-commit", "outbox-crash-after-commit", "relay-killed-holding-leases",
 		"naive-crash-after-commit", "relay-crash-after-publish-inbox-off", "kafka-down",
-	})
+	}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestComposeTargetRunsScenariosOverTheAdminAPIs(t *testing.T) {
 		t.Fatalf("CHAOS_RELAY_DISCOVER=%s: Check = %v, relays %v; want [%s]", settings["CHAOS_RELAY_DISCOVER"], err,
 			discovering.RelayAdminURLs(), d.Relays[0].Admin)
 	}
-	relayScenarios, err := Select([]string{"relay-crash-after-publish", "relay-killed-holding-leases"})
+	relayScenarios, err := Select([]string{"relay-crash-after-publish", "relay-killed-holding-leases"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func TestComposeDiscoversTheRelaysForEachScenario(t *testing.T) {
 		}
 		return replicas, nil
 	}
-	scenarios, err := Select([]string{"relay-killed-holding-leases"})
+	scenarios, err := Select([]string{"relay-killed-holding-leases"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

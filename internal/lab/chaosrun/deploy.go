@@ -2,12 +2,15 @@ package chaosrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -27,6 +30,8 @@ type options struct {
 	inboxEnabled bool
 	relays       int
 	leaseTTL     time.Duration
+	ledgers      int  // instances in the ledger's consumer group (default 1)
+	unfenced     bool // RELAY_LEASE_FENCING=false
 }
 
 // deploy starts one scenario's processes: the orders API, its relays, the
@@ -55,9 +60,11 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 			OrdersURL: urls["orders"], LedgerURL: urls["ledger"], NotificationsURL: urls["notifications"],
 			Brokers: e.brokers, Topic: topic,
 		},
-		LeaseTTL:  o.leaseTTL,
-		RelayMode: e.RelayMode,
-		servers:   e,
+		LedgerGroup: "ledger-" + name,
+		LeaseTTL:    o.leaseTTL,
+		RelayMode:   e.RelayMode,
+		servers:     e,
+		cluster:     e,
 	}
 	start := func(proc, binary string, args, env []string) (*Process, error) {
 		sp, p, err := e.process(name, proc, binary, args, env)
@@ -85,8 +92,9 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 	if o.mode != "outbox" {
 		relays = 0
 	}
-	relayEnv := append(slices.Clip(common), "DATABASE_URL="+urls["orders"], "RELAY_MODE="+e.RelayMode,
-		"RELAY_LEASE_TTL="+o.leaseTTL.String(), "RELAY_POLL_INTERVAL=250ms", "RELAY_STATS_INTERVAL=1s")
+	relayEnv := append(slices.Clip(common), "RELAY_MODE="+e.RelayMode,
+		"RELAY_LEASE_TTL="+o.leaseTTL.String(), "RELAY_POLL_INTERVAL=250ms", "RELAY_STATS_INTERVAL=1s",
+		"RELAY_LEASE_FENCING="+strconv.FormatBool(!o.unfenced))
 	var slot string
 	if e.RelayMode == RelayWAL && relays > 0 {
 		// Slots are server-wide and every scenario of a run shares the
@@ -96,8 +104,11 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 		relayEnv = append(relayEnv, "RELAY_SLOT="+slot)
 	}
 	for i := range relays {
-		p, err := start(fmt.Sprintf("relay-%d", i), "orders", []string{"relay"}, append(slices.Clip(relayEnv),
-			fmt.Sprintf("RELAY_ID=relay-%d", i)))
+		// Each relay's sessions carry its name (application_name), as its
+		// leases do (lease_owner): a scenario can tell who wrote a row.
+		id := fmt.Sprintf("relay-%d", i)
+		p, err := start(id, "orders", []string{"relay"}, append(slices.Clip(relayEnv),
+			"RELAY_ID="+id, "DATABASE_URL="+withParam(urls["orders"], "application_name", id)))
 		if err != nil {
 			return nil, err
 		}
@@ -105,15 +116,24 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 	}
 	inbox := "INBOX_ENABLED=" + strconv.FormatBool(o.inboxEnabled)
 	consumer := append(slices.Clip(common), "ORDERS_TOPIC="+topic, "DEAD_LETTER_TOPIC="+topic+".dlq", inbox)
-	ledgerHTTP, err := localstack.FreePort()
-	if err != nil {
-		return nil, err
+	for i := range max(o.ledgers, 1) {
+		ledgerHTTP, err := localstack.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		proc := "ledger"
+		if i > 0 {
+			proc = fmt.Sprintf("ledger-%d", i)
+		}
+		p, err := start(proc, "ledger", nil, append(slices.Clip(consumer),
+			"DATABASE_URL="+urls["ledger"], "CONSUMER_GROUP="+d.LedgerGroup,
+			fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", ledgerHTTP)))
+		if err != nil {
+			return nil, err
+		}
+		d.Ledgers = append(d.Ledgers, p)
 	}
-	if d.Ledger, err = start("ledger", "ledger", nil, append(slices.Clip(consumer),
-		"DATABASE_URL="+urls["ledger"], "CONSUMER_GROUP=ledger-"+name,
-		fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", ledgerHTTP))); err != nil {
-		return nil, err
-	}
+	d.Ledger = d.Ledgers[0]
 	if d.Notifications, err = start("notifications", "notifications", nil, append(slices.Clip(consumer),
 		"DATABASE_URL="+urls["notifications"], "CONSUMER_GROUP=notifications-"+name,
 		"SMTP_ADDR="+e.smtp)); err != nil {
@@ -161,5 +181,25 @@ func (e *Env) process(scenario, name, binary string, args, env []string) (*super
 		Env:      append(env, fmt.Sprintf("ADMIN_ADDR=127.0.0.1:%d", port)),
 		ReadyURL: adminURL + "/readyz", Restart: true, Log: log,
 	}
-	return sp, newProcess(name, adminURL, token, func(context.Context) error { sp.Kill(); return nil }), nil
+	p := newProcess(name, adminURL, token, func(context.Context) error { sp.Kill(); return nil })
+	p.signal = func(sig syscall.Signal) error {
+		pid := sp.Pid()
+		if pid == 0 {
+			return errors.New("not running")
+		}
+		return syscall.Kill(pid, sig)
+	}
+	return sp, p, nil
+}
+
+// withParam adds a query parameter to a database URL.
+func withParam(dbURL, key, value string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -30,6 +31,10 @@ type Env struct {
 	// In WAL mode the orders role gets the REPLICATION attribute and each
 	// deployment's relays stream a replication slot of their own.
 	RelayMode string
+	// KafkaNodes is the size of the private Kafka: 3 (default), a cluster
+	// with replication factor 3 and min.insync.replicas 2, or 1, a single
+	// broker, on which the scenarios that kill brokers are skipped.
+	KafkaNodes int
 
 	pg, kafka *localstack.Server // nil on servers the run does not own
 	adminURL  string             // PostgreSQL superuser URL
@@ -41,6 +46,12 @@ type Env struct {
 
 // Deploy starts a fresh deployment configured for sc.
 func (e *Env) Deploy(ctx context.Context, sc Scenario) (*Deployment, error) {
+	if n := e.kafka.Nodes(); sc.brokers > n {
+		return nil, skip("needs a Kafka cluster of %d brokers; this run has %d (--kafka-nodes %d)", sc.brokers, n, sc.brokers)
+	}
+	if sc.pollOnly && e.RelayMode == RelayWAL {
+		return nil, skip("drives the polling relays' row leases; the WAL relay's one reader is fenced by its reader lease and the slot")
+	}
 	return e.deploy(ctx, sc.Name, sc.opts)
 }
 
@@ -63,6 +74,12 @@ func (e *Env) startServer(name string) error {
 	}
 	return s.Start()
 }
+
+func (e *Env) brokerNodes() int { return e.kafka.Nodes() }
+
+func (e *Env) signalBroker(id int, sig syscall.Signal) error { return e.kafka.KillNode(id, sig) }
+
+func (e *Env) startBrokers() error { return e.kafka.Start() }
 
 func (e *Env) server(name string) (*localstack.Server, error) {
 	s := map[string]*localstack.Server{kafkaServer: e.kafka, postgresServer: e.pg}[name]
@@ -89,7 +106,14 @@ func (e *Env) Start(ctx context.Context) error {
 	if err := e.pg.Start(); err != nil {
 		return err
 	}
-	if e.kafka, err = localstack.NewKafka(); err != nil {
+	switch e.KafkaNodes {
+	case 0:
+		e.KafkaNodes = 3
+	case 1, 3:
+	default:
+		return fmt.Errorf("a private Kafka of %d nodes: 1 or 3", e.KafkaNodes)
+	}
+	if e.kafka, err = localstack.NewKafkaCluster(e.KafkaNodes); err != nil {
 		return err
 	}
 	if err := e.kafka.Start(); err != nil {

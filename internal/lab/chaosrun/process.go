@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/supervise"
@@ -21,6 +22,8 @@ type Process struct {
 	Admin string // base URL of the admin listener
 	chaos *chaos.Client
 	kill  func(ctx context.Context) error
+	// signal sends a signal to the process; nil where the target cannot.
+	signal func(syscall.Signal) error
 }
 
 func newProcess(name, adminURL, token string, kill func(context.Context) error) *Process {
@@ -39,6 +42,17 @@ func (p *Process) Arm(ctx context.Context, point string, f chaos.Fault) error {
 func (p *Process) Kill(ctx context.Context) error {
 	if err := p.kill(ctx); err != nil {
 		return fmt.Errorf("killing %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// Signal sends sig to the process (SIGSTOP to stall it, SIGCONT to wake it).
+func (p *Process) Signal(sig syscall.Signal) error {
+	if p.signal == nil {
+		return fmt.Errorf("%s: this target cannot signal its processes", p.Name)
+	}
+	if err := p.signal(sig); err != nil {
+		return fmt.Errorf("sending %s to %s: %w", sig, p.Name, err)
 	}
 	return nil
 }

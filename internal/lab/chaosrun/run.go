@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -14,10 +15,14 @@ import (
 	"github.com/paylab/paylab/internal/lab/reconcile"
 )
 
-// Select returns the scenarios named (or all of them for "all").
-func Select(names []string) ([]Scenario, error) {
+// Select returns the scenarios named, or for "all" every scenario, or with
+// quick those of make test's quick set.
+func Select(names []string, quick bool) ([]Scenario, error) {
 	all := Scenarios()
 	if len(names) == 1 && names[0] == "all" {
+		if quick {
+			all = slices.DeleteFunc(all, func(s Scenario) bool { return s.fullOnly })
+		}
 		return all, nil
 	}
 	var out []Scenario
@@ -133,7 +138,7 @@ func runOne(ctx context.Context, target Target, sc Scenario, s Sizes, seed uint6
 	cancelFault()
 	load := <-loadDone
 	r.StatusCode = load.StatusCode
-	r.Note, r.Recovery = note, recovery
+	r.Note, r.Recovery, r.Zombie = note, recovery, d.zombie
 	disarmCtx, cancelDisarm := context.WithTimeout(ctx, time.Minute)
 	disarmErr := d.disarm(disarmCtx)
 	cancelDisarm()

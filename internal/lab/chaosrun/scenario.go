@@ -9,6 +9,7 @@ package chaosrun
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/reconcile"
@@ -29,6 +30,9 @@ const (
 	Phantom Expect = "phantom > 0"
 	// DuplicateEffects: duplicates reached the effects.
 	DuplicateEffects Expect = "duplicate effects > 0"
+	// ZombieWrites: a stalled process, woken up, wrote what was no longer
+	// its own (the protection is off).
+	ZombieWrites Expect = "zombie writes > 0"
 )
 
 // Scenario is one experiment.
@@ -43,6 +47,16 @@ type Scenario struct {
 	// stops: every scenario of a local run shares it, so the scenario runs
 	// alone; no admin API can stop it, so compose cannot run it.
 	stops string
+	// brokers is how many Kafka brokers the scenario needs (default 1).
+	brokers int
+	// pauses: the scenario stops a process with SIGSTOP, which only the
+	// local target can do.
+	pauses bool
+	// pollOnly: the scenario drives the polling relays' row leases; the
+	// WAL relay's single reader is fenced by its reader lease and the slot.
+	pollOnly bool
+	// fullOnly leaves the scenario out of `all --quick` (make test).
+	fullOnly bool
 	// during runs while the load runs; it returns a note for the report
 	// (such as a takeover time) and the recovery time it measured.
 	during func(ctx context.Context, d *Deployment, s Sizes) (note string, recovery time.Duration, err error)
@@ -65,15 +79,19 @@ var (
 
 // Result is a scenario's outcome: the table's row.
 type Result struct {
-	Scenario   string           `json:"scenario"`
-	Mode       string           `json:"mode"`
-	Expect     Expect           `json:"expect"`
-	Payments   int              `json:"payments"` // captures committed in the orders database
-	Lost       int              `json:"lost"`
-	Phantom    int              `json:"phantom"`
-	DupOnWire  int              `json:"duplicates_on_wire"`
-	DupEffects int              `json:"duplicate_effects"`
-	OutOfOrder int              `json:"out_of_order"`
+	Scenario   string `json:"scenario"`
+	Mode       string `json:"mode"`
+	Expect     Expect `json:"expect"`
+	Payments   int    `json:"payments"` // captures committed in the orders database
+	Lost       int    `json:"lost"`
+	Phantom    int    `json:"phantom"`
+	DupOnWire  int    `json:"duplicates_on_wire"`
+	DupEffects int    `json:"duplicate_effects"`
+	OutOfOrder int    `json:"out_of_order"`
+	// Zombie counts writes by a stalled process of what was no longer its
+	// own: outcomes recorded on rows another relay held, consumer offsets
+	// committed backwards.
+	Zombie     int              `json:"zombie_writes"`
 	Recovery   time.Duration    `json:"recovery_ns"`
 	Note       string           `json:"note,omitempty"`
 	Pass       bool             `json:"pass"`
@@ -85,10 +103,17 @@ type Result struct {
 
 // mode is the configuration the scenario runs, as the table shows it.
 func (sc Scenario) mode() string {
+	m := sc.opts.mode
 	if !sc.opts.inboxEnabled {
-		return sc.opts.mode + ", inbox off"
+		m += ", inbox off"
 	}
-	return sc.opts.mode
+	if sc.opts.unfenced {
+		m += ", unfenced"
+	}
+	if sc.opts.ledgers > 1 {
+		m += fmt.Sprintf(", %d ledgers", sc.opts.ledgers)
+	}
+	return m
 }
 
 // verdict is the table's last column.
@@ -113,7 +138,7 @@ func (r *Result) judge(rep reconcile.Report) {
 	if rep.Wire != nil {
 		r.DupOnWire = rep.Wire.Duplicates
 	}
-	clean := len(rep.Violations()) == 0
+	clean := len(rep.Violations()) == 0 && r.Zombie == 0
 	switch r.Expect {
 	case Clean:
 		r.Pass = clean
@@ -125,6 +150,8 @@ func (r *Result) judge(rep reconcile.Report) {
 		r.Pass = r.Phantom > 0
 	case DuplicateEffects:
 		r.Pass = r.DupEffects > 0
+	case ZombieWrites:
+		r.Pass = r.Zombie > 0
 	}
 	if r.Payments == 0 {
 		r.Pass = false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/reconcile"
@@ -36,12 +37,16 @@ type Deployment struct {
 	Src           reconcile.Sources
 	Orders        *Process
 	Relays        []*Process
-	Ledger        *Process
+	Ledger        *Process   // Ledgers[0]
+	Ledgers       []*Process // the ledger's instances, one consumer group
 	Notifications *Process
+	LedgerGroup   string        // the ledger's CONSUMER_GROUP
 	LeaseTTL      time.Duration // the relays' RELAY_LEASE_TTL
 	RelayMode     string        // the relays' RELAY_MODE: RelayPoll or RelayWAL
 
 	servers    servers              // nil when the target cannot stop its servers
+	cluster    cluster              // nil when the target cannot stop its brokers
+	zombie     int                  // the scenario's count for Result.Zombie
 	supervised []*supervise.Process // the local target's processes
 	stop       func()
 }
@@ -51,6 +56,14 @@ type Deployment struct {
 type servers interface {
 	stopServer(name string) error
 	startServer(name string) error
+}
+
+// cluster stops and starts single brokers of the Kafka a deployment runs
+// on; their node ids are 1..brokerNodes().
+type cluster interface {
+	brokerNodes() int
+	signalBroker(id int, sig syscall.Signal) error
+	startBrokers() error // those not running
 }
 
 // Relay modes (the relays' RELAY_MODE).
@@ -70,7 +83,8 @@ const (
 )
 
 func (d *Deployment) all() []*Process {
-	return append([]*Process{d.Orders, d.Ledger, d.Notifications}, d.Relays...)
+	ps := append([]*Process{d.Orders, d.Notifications}, d.Ledgers...)
+	return append(ps, d.Relays...)
 }
 
 // Stop ends what the target started for the deployment, if anything.

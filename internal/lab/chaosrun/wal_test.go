@@ -23,14 +23,14 @@ func TestWALRelayScenarios(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	e := &Env{Bin: buildServices(t), Mailpit: testenv.MailpitBinary(t), LogDir: t.TempDir(), RelayMode: RelayWAL}
+	e := &Env{Bin: buildServices(t), Mailpit: testenv.MailpitBinary(t), LogDir: t.TempDir(), RelayMode: RelayWAL, KafkaNodes: 1}
 	if err := e.Start(ctx); err != nil {
 		e.Stop()
 		t.Fatal(err)
 	}
 	defer e.Stop()
 
-	scenarios, err := Select([]string{"relay-killed-holding-leases", "relay-crash-after-publish"})
+	scenarios, err := Select([]string{"relay-killed-holding-leases", "relay-crash-after-publish"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

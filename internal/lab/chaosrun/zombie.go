@@ -1,0 +1,206 @@
+package chaosrun
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paylab/paylab/internal/platform/chaos"
+)
+
+// zombieAudit records, in the deployment's orders database, every row
+// marked dispatched by a session whose application_name (each relay's is
+// its RELAY_ID) differs from the row's lease_owner at that moment: a relay
+// recording rows another relay held. The relays' own fence makes it
+// impossible; the audit sees it when the fence is off.
+const zombieAudit = `
+CREATE TABLE IF NOT EXISTS chaos_zombie_writes (
+    id bigint, written_by text, holder text, at timestamptz DEFAULT clock_timestamp());
+CREATE OR REPLACE FUNCTION chaos_zombie_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.dispatched_at IS NULL AND NEW.dispatched_at IS NOT NULL
+       AND OLD.lease_owner IS DISTINCT FROM current_setting('application_name') THEN
+        INSERT INTO chaos_zombie_writes (id, written_by, holder)
+        VALUES (OLD.id, current_setting('application_name'), OLD.lease_owner);
+    END IF;
+    RETURN NEW;
+END $$;
+DROP TRIGGER IF EXISTS chaos_zombie_write ON outbox;
+CREATE TRIGGER chaos_zombie_write BEFORE UPDATE ON outbox
+    FOR EACH ROW EXECUTE FUNCTION chaos_zombie_write();`
+
+// relayPausedPastLease is the zombie case of every lease scheme. relay-0 is
+// frozen (SIGSTOP) holding a leased batch; its lease expires and relay-1
+// takes the rows over (held there by a delay, as a slow publish would); then
+// relay-0 wakes up (SIGCONT), unaware, publishes its stale batch again and
+// tries to record it. Fenced, that record is refused (lease_lost_total) and
+// the duplicates it published are absorbed by the inbox; unfenced
+// (RELAY_LEASE_FENCING=false), it records rows relay-1 holds, which the audit
+// trigger counts as zombie writes.
+func relayPausedPastLease(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
+	conn, err := pgx.Connect(ctx, d.Src.OrdersURL)
+	if err != nil {
+		return "", 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, zombieAudit); err != nil {
+		return "", 0, fmt.Errorf("installing the audit trigger: %w", err)
+	}
+	zombie, taker := d.Relays[0], d.Relays[1]
+	defer keepLoad(ctx, d, 96)()
+	// A short delay right after each claim holds relay-0 on its lease long
+	// enough to freeze it there; it is disarmed once relay-0 is woken.
+	if err := zombie.Arm(ctx, "relay.after_lease", chaos.Fault{Action: chaos.Delay, Delay: chaos.Duration(2 * time.Second)}); err != nil {
+		return "", 0, err
+	}
+	for {
+		st, err := zombie.chaos.Status(ctx, "relay.after_lease")
+		if err == nil && st.Fired > 0 {
+			break
+		}
+		pause(ctx, 10*time.Millisecond)
+		if ctx.Err() != nil {
+			return "", 0, fmt.Errorf("%s never leased a batch", zombie.Name)
+		}
+	}
+	if err := zombie.Signal(syscall.SIGSTOP); err != nil {
+		return "", 0, err
+	}
+	stopped := time.Now()
+	d.mark(zombie.Name + " frozen")
+	resumed := false
+	resume := func() error {
+		if resumed {
+			return nil
+		}
+		resumed = true
+		d.mark(zombie.Name + " woken")
+		return zombie.Signal(syscall.SIGCONT)
+	}
+	defer resume()
+	var held []int64
+	rows, err := conn.Query(ctx, `SELECT id FROM outbox WHERE lease_owner = $1 AND dispatched_at IS NULL`, zombie.Name)
+	if err == nil {
+		held, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	if len(held) == 0 {
+		return "", 0, fmt.Errorf("%s was frozen holding no lease", zombie.Name)
+	}
+	// relay-1 now sits on whatever it claims for 10 s, as a slow publish
+	// would: once relay-0's lease expires, that is relay-0's batch.
+	if err := taker.Arm(ctx, "relay.after_lease", chaos.Fault{Action: chaos.Delay, Delay: chaos.Duration(10 * time.Second)}); err != nil {
+		return "", 0, err
+	}
+	for {
+		var taken int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE id = ANY($1) AND lease_owner = $2 AND dispatched_at IS NULL`,
+			held, taker.Name).Scan(&taken)
+		if err == nil && taken == len(held) {
+			break
+		}
+		pause(ctx, 20*time.Millisecond)
+		if ctx.Err() != nil {
+			return "", 0, fmt.Errorf("%s did not take over %s's %d rows", taker.Name, zombie.Name, len(held))
+		}
+	}
+	frozen := time.Since(stopped)
+	if err := resume(); err != nil {
+		return "", 0, err
+	}
+	woke := time.Now()
+	if err := zombie.chaos.DisarmAll(ctx); err != nil {
+		return "", 0, fmt.Errorf("disarming %s: %w", zombie.Name, err)
+	}
+	// Wait for relay-0's attempt to record its batch: refused (fenced) or
+	// written over relay-1's lease (unfenced).
+	var lost float64
+	var writes int
+	for time.Since(woke) < 30*time.Second && ctx.Err() == nil {
+		lost, _ = zombie.Metric(ctx, "paylab_outbox_lease_lost_total")
+		_ = conn.QueryRow(ctx, `SELECT count(*) FROM chaos_zombie_writes`).Scan(&writes)
+		if lost > 0 || writes > 0 {
+			break
+		}
+		pause(ctx, 50*time.Millisecond)
+	}
+	if err := taker.chaos.DisarmAll(ctx); err != nil {
+		return "", 0, fmt.Errorf("disarming %s: %w", taker.Name, err)
+	}
+	pause(ctx, 10*time.Second) // relay-1's delayed batch completes
+	_ = conn.QueryRow(ctx, `SELECT count(*) FROM chaos_zombie_writes`).Scan(&writes)
+	d.zombie = writes
+	note := fmt.Sprintf("%s frozen %s holding %d leased rows (TTL %s), taken over by %s; woken, it published them again: "+
+		"%.0f of its records refused (lease lost), %d rows recorded over %s's lease (zombie writes)",
+		zombie.Name, frozen.Round(100*time.Millisecond), len(held), d.LeaseTTL, taker.Name, lost, writes, taker.Name)
+	if lost == 0 && writes == 0 {
+		return note, 0, fmt.Errorf("%s never tried to record its stale batch", zombie.Name)
+	}
+	return note, time.Since(stopped), nil
+}
+
+// ledgerPaused freezes one of two ledger instances (SIGSTOP) past the
+// consumer group's session timeout: the group coordinator evicts it and its
+// partitions move to the other instance. Woken (SIGCONT), it still holds
+// what it fetched and the offsets it marked: whatever it applies again is
+// absorbed by the inbox, and its offset commits, from a stale generation,
+// must be refused — a committed offset going backwards counts as a zombie
+// write.
+func ledgerPaused(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
+	w, err := watchOffsets(ctx, d)
+	if err != nil {
+		return "", 0, err
+	}
+	defer w.stop()
+	defer keepLoad(ctx, d, 95)()
+	members := func() int { n, _ := w.members(); return n }
+	for members() < len(d.Ledgers) && ctx.Err() == nil {
+		pause(ctx, 200*time.Millisecond)
+	}
+	zombie := d.Ledgers[0]
+	dupsBefore, _ := zombie.Metric(ctx, "paylab_inbox_duplicates_total")
+	if err := zombie.Signal(syscall.SIGSTOP); err != nil {
+		return "", 0, err
+	}
+	stopped := time.Now()
+	d.mark(zombie.Name + " frozen")
+	woken := false
+	wake := func() error {
+		if woken {
+			return nil
+		}
+		woken = true
+		d.mark(zombie.Name + " woken")
+		return zombie.Signal(syscall.SIGCONT)
+	}
+	defer wake()
+	for members() >= len(d.Ledgers) && ctx.Err() == nil {
+		pause(ctx, 200*time.Millisecond)
+	}
+	evicted := time.Since(stopped)
+	pause(ctx, 2*time.Second) // the others consume its partitions meanwhile
+	if err := wake(); err != nil {
+		return "", 0, err
+	}
+	woke := time.Now()
+	for members() < len(d.Ledgers) && ctx.Err() == nil {
+		pause(ctx, 200*time.Millisecond)
+	}
+	rejoined := time.Since(woke)
+	if ctx.Err() != nil {
+		return "", 0, fmt.Errorf("%s did not rejoin the group: %w", zombie.Name, ctx.Err())
+	}
+	pause(ctx, 3*time.Second) // its first commits of the new generation
+	w.stop()
+	d.zombie = w.regressions()
+	dups, _ := zombie.Metric(ctx, "paylab_inbox_duplicates_total")
+	return fmt.Sprintf("%s frozen; evicted from the group after %s, its partitions moved; woken after %s, rejoined in %s; "+
+		"%.0f deliveries skipped as duplicates by it; committed offsets went back %d times",
+		zombie.Name, evicted.Round(100*time.Millisecond), woke.Sub(stopped).Round(100*time.Millisecond),
+		rejoined.Round(100*time.Millisecond), dups-dupsBefore, d.zombie), rejoined, nil
+}
