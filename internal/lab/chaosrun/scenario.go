@@ -137,6 +137,7 @@ func (r *Result) judge(rep reconcile.Report) {
 	r.OutOfOrder = max(rep.Ledger.OutOfOrder, rep.Notifications.OutOfOrder)
 	if rep.Wire != nil {
 		r.DupOnWire = rep.Wire.Duplicates
+		r.OutOfOrder = max(r.OutOfOrder, rep.Wire.OutOfOrder)
 	}
 	clean := len(rep.Violations()) == 0 && r.Zombie == 0
 	switch r.Expect {

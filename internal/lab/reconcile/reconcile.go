@@ -67,6 +67,9 @@ func (r Report) Violations() []string {
 			v = append(v, fmt.Sprintf("%s: %d applied out of order", e.name, e.eff.OutOfOrder))
 		}
 	}
+	if r.Wire != nil && r.Wire.OutOfOrder > 0 {
+		v = append(v, fmt.Sprintf("topic: %d events out of order within their partition", r.Wire.OutOfOrder))
+	}
 	currencies := make([]string, 0, len(r.Unbalanced))
 	for c := range r.Unbalanced {
 		currencies = append(currencies, c)

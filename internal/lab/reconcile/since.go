@@ -28,6 +28,16 @@ func (r Report) Since(base Report) Report {
 			w.Distinct -= base.Wire.Distinct
 			w.Duplicates -= base.Wire.Duplicates
 			w.OutOfOrder -= base.Wire.OutOfOrder
+			w.Partitions = append([]PartitionWire(nil), w.Partitions...)
+			for i, p := range w.Partitions {
+				for _, b := range base.Wire.Partitions {
+					if b.Partition == p.Partition {
+						w.Partitions[i].Messages -= b.Messages
+						w.Partitions[i].Duplicates -= b.Duplicates
+						w.Partitions[i].OutOfOrder -= b.OutOfOrder
+					}
+				}
+			}
 		}
 		out.Wire = &w
 		out.InboxAbsorbed = max(0, w.Duplicates-out.Ledger.Duplicate)

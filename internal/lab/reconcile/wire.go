@@ -12,10 +12,24 @@ import (
 
 // Wire is what the topic holds.
 type Wire struct {
-	Messages   int `json:"messages"`
-	Distinct   int `json:"distinct_events"`
-	Duplicates int `json:"duplicates"`   // messages − distinct event ids
-	OutOfOrder int `json:"out_of_order"` // a key's sequence going backwards to an unseen event
+	Messages   int             `json:"messages"`
+	Distinct   int             `json:"distinct_events"`
+	Duplicates int             `json:"duplicates"`   // messages − distinct event ids
+	OutOfOrder int             `json:"out_of_order"` // a key's sequence going backwards to an unseen event
+	Partitions []PartitionWire `json:"partitions"`
+}
+
+// PartitionWire is one partition's share of the wire, and the broker that
+// leads it now: on a cluster, duplicates and order are counted per
+// partition whichever broker led it when the messages were written.
+type PartitionWire struct {
+	Partition  int32 `json:"partition"`
+	Leader     int32 `json:"leader"` // broker id; -1 without a leader
+	Replicas   int   `json:"replicas"`
+	InSync     int   `json:"in_sync"`
+	Messages   int   `json:"messages"`
+	Duplicates int   `json:"duplicates"` // copies of an event seen before
+	OutOfOrder int   `json:"out_of_order"`
 }
 
 // ReadWire reads every partition of topic up to its current end and counts
@@ -40,6 +54,16 @@ func ReadWire(ctx context.Context, brokers []string, topic string) (Wire, error)
 	}
 	seen := map[string]bool{}
 	for _, p := range partitions {
+		pw := PartitionWire{Partition: p, Leader: -1}
+		if leader, err := client.Leader(topic, p); err == nil {
+			pw.Leader = leader.ID()
+		}
+		if replicas, err := client.Replicas(topic, p); err == nil {
+			pw.Replicas = len(replicas)
+		}
+		if isr, err := client.InSyncReplicas(topic, p); err == nil {
+			pw.InSync = len(isr)
+		}
 		end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
 		if err != nil {
 			return w, err
@@ -49,6 +73,7 @@ func ReadWire(ctx context.Context, brokers []string, topic string) (Wire, error)
 			return w, err
 		}
 		if end <= start {
+			w.Partitions = append(w.Partitions, pw)
 			continue
 		}
 		pc, err := consumer.ConsumePartition(topic, p, start)
@@ -64,6 +89,7 @@ func ReadWire(ctx context.Context, brokers []string, topic string) (Wire, error)
 			case msg := <-pc.Messages():
 				offset = msg.Offset + 1
 				w.Messages++
+				pw.Messages++
 				var id string
 				var seq int64
 				for _, h := range msg.Headers {
@@ -75,16 +101,19 @@ func ReadWire(ctx context.Context, brokers []string, topic string) (Wire, error)
 					}
 				}
 				if seen[id] {
+					pw.Duplicates++
 					continue
 				}
 				seen[id] = true
 				if seq < last[string(msg.Key)] {
 					w.OutOfOrder++
+					pw.OutOfOrder++
 				}
 				last[string(msg.Key)] = max(last[string(msg.Key)], seq)
 			}
 		}
 		pc.Close()
+		w.Partitions = append(w.Partitions, pw)
 	}
 	w.Distinct = len(seen)
 	w.Duplicates = w.Messages - w.Distinct
