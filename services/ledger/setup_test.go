@@ -9,6 +9,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/paylab/paylab/api/apitest"
 	"github.com/paylab/paylab/internal/platform/consumersvc"
 	"github.com/paylab/paylab/internal/testkit/consumertest"
 	"github.com/paylab/paylab/internal/testkit/testenv"
@@ -65,7 +66,10 @@ func (f *fixture) startWithFault(cfg config, fault consumersvc.FaultFunc) (*cons
 		f.T.Fatal(err)
 	}
 	httpLn := testenv.Listen(f.T)
-	admin := f.Run(a, consumersvc.Server{Handler: ledgerhttp.Routes(a.Pool, a.Log), Listener: httpLn})
+	// Every request the tests send to the read API, and every response, is
+	// checked against api/openapi.yaml.
+	api := apitest.ContractOf(f.T, apitest.Ledger).Handler(f.T, ledgerhttp.Routes(a.Pool, a.Log))
+	admin := f.Run(a, consumersvc.Server{Handler: api, Listener: httpLn})
 	return a, "http://" + httpLn.Addr().String(), admin
 }
 

@@ -21,9 +21,19 @@ import (
 //
 //	GET /v1/accounts/{id}          balance per currency
 //	GET /v1/orders/{id}/entries    journal entries with their postings
+//
+// as api/openapi.yaml documents them. Errors, an unknown path or method
+// included, are RFC 9457 problem documents with a stable code.
 func Routes(pool *pgxpool.Pool, log *slog.Logger) http.Handler {
 	a := &api{q: ledgerdb.New(pool), log: log}
 	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		problem(w, r, http.StatusNotFound, "route_not_found", "the ledger's read API has no such path")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", http.MethodGet)
+		problem(w, r, http.StatusMethodNotAllowed, "method_not_allowed", "the ledger's read API only answers GET")
+	})
 	r.Get("/v1/accounts/{id}", a.account)
 	r.Get("/v1/orders/{id}/entries", a.entries)
 	return r
@@ -74,7 +84,7 @@ func (a *api) account(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	acc, err := a.q.Account(r.Context(), id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		problem(w, http.StatusNotFound, "account_not_found", "no account "+id)
+		problem(w, r, http.StatusNotFound, "account_not_found", "no account "+id)
 		return
 	}
 	if err != nil {
@@ -101,7 +111,7 @@ func (a *api) entries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(entries) == 0 {
-		problem(w, http.StatusNotFound, "order_not_found", "no journal entries for order "+id)
+		problem(w, r, http.StatusNotFound, "order_not_found", "no journal entries for order "+id)
 		return
 	}
 	postings, err := a.q.OrderPostings(r.Context(), id)
@@ -115,23 +125,40 @@ func (a *api) entries(w http.ResponseWriter, r *http.Request) {
 	}
 	out := Entries{OrderID: id, Entries: make([]Entry, 0, len(entries))}
 	for _, e := range entries {
+		lines := byEntry[e.ID]
+		if lines == nil {
+			lines = []Posting{}
+		}
 		out.Entries = append(out.Entries, Entry{ID: e.ID, EventID: e.EventID, Kind: e.Kind, RefundID: e.RefundID,
-			CreatedAt: e.CreatedAt, Postings: byEntry[e.ID]})
+			CreatedAt: e.CreatedAt.UTC(), Postings: lines})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	a.log.ErrorContext(r.Context(), "ledger read", "path", r.URL.Path, "error", err)
-	problem(w, http.StatusInternalServerError, "internal", "the ledger could not be read")
+	problem(w, r, http.StatusInternalServerError, "internal", "the ledger could not be read")
+}
+
+// Problem is the RFC 9457 problem document of an error, with a stable
+// code (the orders API's shape, without a request id).
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail"`
+	Instance string `json:"instance"`
+	Code     string `json:"code"`
 }
 
 // problem writes an RFC 9457 problem+json body.
-func problem(w http.ResponseWriter, status int, code, detail string) {
+func problem(w http.ResponseWriter, r *http.Request, status int, code, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail, "code": code,
+	_ = json.NewEncoder(w).Encode(Problem{
+		Type: "urn:paylab:problem:" + code, Title: http.StatusText(status), Status: status, Detail: detail,
+		Instance: r.URL.Path, Code: code,
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paylab/paylab/api/apitest"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/internal/order"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
@@ -123,7 +124,8 @@ func FuzzParseOrderID(f *testing.F) {
 
 // FuzzAPI sends arbitrary bodies and headers to every route of the real
 // handler on a real database: whatever comes in, the answer is never a 5xx,
-// and every error is a problem document.
+// every error is a problem document, and every answer is one api/openapi.yaml
+// documents.
 func FuzzAPI(f *testing.F) {
 	paths := []string{"/v1/payments", "/v1/orders", "/v1/orders/{id}/capture", "/v1/orders/{id}/refunds", "/v1/orders/{id}"}
 	for i, s := range decoderSeeds {
@@ -164,7 +166,7 @@ func FuzzAPI(f *testing.F) {
 			}
 		}
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
+		apitest.ContractOf(t, apitest.Orders).ResponseHandler(t, h).ServeHTTP(rec, req)
 		if rec.Code >= 500 {
 			t.Fatalf("%s %s %q (Content-Type %q, key %q): %d %s", method, path, body, contentType, key, rec.Code, rec.Body)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/paylab/paylab/api/apitest"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/internal/logctx"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
@@ -57,7 +58,7 @@ func TestLogsCarryRequestAndTraceIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := orderhttp.NewMetrics(prometheus.NewRegistry())
-	h := orderhttp.Routes(app, log, m)
+	h := apitest.ContractOf(t, apitest.Orders).Handler(t, orderhttp.Routes(app, log, m))
 
 	req := httptest.NewRequest(http.MethodPost, "/v1/payments", strings.NewReader(paymentBody))
 	req.Header.Set("Content-Type", "application/json")

@@ -12,9 +12,14 @@ import (
 // Routes returns the public API's handler. Every request runs in an
 // OpenTelemetry server span that continues the caller's W3C trace context
 // (traced); the process installs the propagator and tracer provider
-// (internal/platform/telemetry).
+// (internal/platform/telemetry). The routes are those of api/openapi.yaml,
+// which GET /openapi.yaml serves.
 func Routes(app *orderapp.Service, log *slog.Logger, m *Metrics) http.Handler {
-	h := &handlers{app: app, log: log}
+	return traced(router(&handlers{app: app, log: log}, log, m))
+}
+
+// router is the API's chi router, without the trace span.
+func router(h *handlers, log *slog.Logger, m *Metrics) *chi.Mux {
 	r := chi.NewRouter()
 	r.Use(requestID, observe(log, m), recoverer(log))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -33,5 +38,6 @@ func Routes(app *orderapp.Service, log *slog.Logger, m *Metrics) http.Handler {
 	r.Get(routeOrder, h.getOrder)
 	r.Post(routeCapture, h.capture)
 	r.Post(routeRefunds, h.refund)
-	return traced(r)
+	r.Get(routeDocument, serveDocument)
+	return r
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paylab/paylab/api/apitest"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 	"github.com/paylab/paylab/services/orders/internal/orderhttp"
@@ -47,7 +48,10 @@ func setup(t *testing.T, change ...func(*orderapp.Config)) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{t: t, pool: pool, handler: orderhttp.Routes(app, log, m), reg: reg}
+	// Every request the tests send, and every response they get, is checked
+	// against api/openapi.yaml.
+	h := apitest.ContractOf(t, apitest.Orders).Handler(t, orderhttp.Routes(app, log, m))
+	return &bundle{t: t, pool: pool, handler: h, reg: reg}
 }
 
 // response is a recorded response.
