@@ -62,15 +62,8 @@ func killRelayHoldingLeases(ctx context.Context, d *Deployment, _ Sizes) (string
 // one that does not move: another relay publishes its batch and releases
 // its lease within moments.
 func stuckLease(ctx context.Context, conn *pgx.Conn, victim *Process) (owner string, rows int, err error) {
-	for {
-		s, err := victim.chaos.Status(ctx, "relay.after_lease")
-		if err == nil && s.Fired > 0 {
-			break
-		}
-		pause(ctx, 20*time.Millisecond)
-		if ctx.Err() != nil {
-			return "", 0, ctx.Err()
-		}
+	if err := victim.waitFired(ctx, "relay.after_lease"); err != nil {
+		return "", 0, err
 	}
 	type lease struct {
 		owner string

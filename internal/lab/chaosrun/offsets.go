@@ -67,6 +67,16 @@ func (w *offsetWatch) sample() {
 	}
 }
 
+// waitMembers waits until the group's size satisfies ok, or ctx ends.
+func (w *offsetWatch) waitMembers(ctx context.Context, ok func(int) bool) {
+	for ctx.Err() == nil {
+		if n, err := w.members(); err == nil && ok(n) {
+			return
+		}
+		pause(ctx, 200*time.Millisecond)
+	}
+}
+
 // members is how many members the group has now.
 func (w *offsetWatch) members() (int, error) {
 	gs, err := w.admin.DescribeConsumerGroups([]string{w.group})
@@ -107,10 +117,8 @@ func ledgerScaledRebalance(ctx context.Context, d *Deployment, _ Sizes) (string,
 	}
 	defer w.stop()
 	defer keepLoad(ctx, d, 94)()
-	members := func() int { n, _ := w.members(); return n }
-	for members() < len(d.Ledgers) && ctx.Err() == nil {
-		pause(ctx, 200*time.Millisecond)
-	}
+	all := len(d.Ledgers)
+	w.waitMembers(ctx, func(n int) bool { return n == all })
 	pause(ctx, 2*time.Second) // payments are flowing
 	killed, back, err := d.Ledgers[1].killAndAwaitRestart(ctx)
 	if err != nil {
@@ -135,9 +143,7 @@ func ledgerScaledRebalance(ctx context.Context, d *Deployment, _ Sizes) (string,
 	if err != nil {
 		return "", 0, err
 	}
-	for members() < len(d.Ledgers) && ctx.Err() == nil {
-		pause(ctx, 200*time.Millisecond)
-	}
+	w.waitMembers(ctx, func(n int) bool { return n == all })
 	settled := time.Since(killed)
 	w.stop()
 	d.zombie = w.regressions()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 	"time"
 
@@ -126,6 +127,39 @@ func (p *Process) CrashRepeatedly(ctx context.Context, point string, times int) 
 		longest = max(longest, back)
 	}
 	return crashes, longest, nil
+}
+
+// waitFired waits until the fault armed at point on p has fired.
+func (p *Process) waitFired(ctx context.Context, point string) error {
+	for {
+		s, err := p.chaos.Status(ctx, point)
+		if err == nil && s.Fired > 0 {
+			return nil
+		}
+		pause(ctx, 10*time.Millisecond)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// freeze stops p with SIGSTOP, marking the moment, and returns when, and
+// the wake-up (SIGCONT) to call once; calling it again does nothing, so it
+// may also be deferred.
+func (p *Process) freeze(d *Deployment) (time.Time, func() error, error) {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return time.Time{}, nil, err
+	}
+	d.mark(p.Name + " frozen")
+	var once sync.Once
+	var err error
+	return time.Now(), func() error {
+		once.Do(func() {
+			d.mark(p.Name + " woken")
+			err = p.Signal(syscall.SIGCONT)
+		})
+		return err
+	}, nil
 }
 
 // pause sleeps for d or until ctx ends.

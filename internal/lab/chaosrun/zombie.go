@@ -3,7 +3,6 @@ package chaosrun
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,29 +55,12 @@ func relayPausedPastLease(ctx context.Context, d *Deployment, _ Sizes) (string, 
 	if err := zombie.Arm(ctx, "relay.after_lease", chaos.Fault{Action: chaos.Delay, Delay: chaos.Duration(2 * time.Second)}); err != nil {
 		return "", 0, err
 	}
-	for {
-		st, err := zombie.chaos.Status(ctx, "relay.after_lease")
-		if err == nil && st.Fired > 0 {
-			break
-		}
-		pause(ctx, 10*time.Millisecond)
-		if ctx.Err() != nil {
-			return "", 0, fmt.Errorf("%s never leased a batch", zombie.Name)
-		}
+	if err := zombie.waitFired(ctx, "relay.after_lease"); err != nil {
+		return "", 0, fmt.Errorf("%s never leased a batch", zombie.Name)
 	}
-	if err := zombie.Signal(syscall.SIGSTOP); err != nil {
+	stopped, resume, err := zombie.freeze(d)
+	if err != nil {
 		return "", 0, err
-	}
-	stopped := time.Now()
-	d.mark(zombie.Name + " frozen")
-	resumed := false
-	resume := func() error {
-		if resumed {
-			return nil
-		}
-		resumed = true
-		d.mark(zombie.Name + " woken")
-		return zombie.Signal(syscall.SIGCONT)
 	}
 	defer resume()
 	var held []int64
@@ -158,39 +140,23 @@ func ledgerPaused(ctx context.Context, d *Deployment, _ Sizes) (string, time.Dur
 	}
 	defer w.stop()
 	defer keepLoad(ctx, d, 95)()
-	members := func() int { n, _ := w.members(); return n }
-	for members() < len(d.Ledgers) && ctx.Err() == nil {
-		pause(ctx, 200*time.Millisecond)
-	}
+	all := len(d.Ledgers)
+	w.waitMembers(ctx, func(n int) bool { return n == all })
 	zombie := d.Ledgers[0]
 	dupsBefore, _ := zombie.Metric(ctx, "paylab_inbox_duplicates_total")
-	if err := zombie.Signal(syscall.SIGSTOP); err != nil {
+	stopped, wake, err := zombie.freeze(d)
+	if err != nil {
 		return "", 0, err
 	}
-	stopped := time.Now()
-	d.mark(zombie.Name + " frozen")
-	woken := false
-	wake := func() error {
-		if woken {
-			return nil
-		}
-		woken = true
-		d.mark(zombie.Name + " woken")
-		return zombie.Signal(syscall.SIGCONT)
-	}
 	defer wake()
-	for members() >= len(d.Ledgers) && ctx.Err() == nil {
-		pause(ctx, 200*time.Millisecond)
-	}
+	w.waitMembers(ctx, func(n int) bool { return n < all })
 	evicted := time.Since(stopped)
 	pause(ctx, 2*time.Second) // the others consume its partitions meanwhile
 	if err := wake(); err != nil {
 		return "", 0, err
 	}
 	woke := time.Now()
-	for members() < len(d.Ledgers) && ctx.Err() == nil {
-		pause(ctx, 200*time.Millisecond)
-	}
+	w.waitMembers(ctx, func(n int) bool { return n == all })
 	rejoined := time.Since(woke)
 	if ctx.Err() != nil {
 		return "", 0, fmt.Errorf("%s did not rejoin the group: %w", zombie.Name, ctx.Err())
