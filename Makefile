@@ -32,7 +32,7 @@ help: ## list the targets
 ## ---- local stack (no Docker needed) ----
 
 .PHONY: env-up env-down env-status env pg-start pg-stop kafka-start kafka-stop
-env-up: ## start PostgreSQL and Kafka on 127.0.0.1 (a no-op when running)
+env-up: ## start PostgreSQL and Kafka on 127.0.0.1 (KAFKA_NODES=3: a cluster of three brokers; a no-op when running)
 	@$(STACK) up
 
 env-down: ## stop the PostgreSQL and Kafka that env-up started
@@ -148,7 +148,7 @@ build: ## build every binary into bin/
 	@go build -o bin/ ./cmd/paylab ./services/orders ./services/ledger ./services/notifications
 
 .PHONY: chaos
-chaos: build $(MAILPIT) ## run every chaos scenario (naive vs outbox+inbox under faults) and print the table
+chaos: build $(MAILPIT) ## run every chaos scenario (naive vs outbox+inbox under faults, on a private 3-broker Kafka) and print the table
 	@bin/paylab chaos run all
 
 .PHONY: chaos-wal
