@@ -98,8 +98,14 @@ function render(st) {
   } else if (v.error) {
     verdict.className = "bad";
     verdict.textContent = v.error;
-  } else if (v.report) {
+  } else if (!v.report) {
+    verdict.className = "muted";
+    verdict.textContent = "not run yet";
+    table.hidden = true;
+    $("#verify-wire").textContent = "";
+  } else {
     const r = v.report;
+    verdict.dataset.at = r.at;
     table.hidden = false;
     verdict.className = r.violations.length ? "bad verdict" : "ok verdict";
     verdict.textContent = r.violations.length
