@@ -91,7 +91,7 @@ func (s *Server) placeLoad(w http.ResponseWriter, r *http.Request) {
 		defer s.mu.Unlock()
 		s.load.Running, s.load.Created, s.load.StatusCode = false, created.Load(), rep.StatusCode
 		if err != nil {
-			s.load.Error = err.Error()
+			s.load.Error = s.failed("placing payments", err)
 		}
 		s.created = nil
 	}()
@@ -115,7 +115,7 @@ func (s *Server) runVerify(w http.ResponseWriter, _ *http.Request) {
 		defer s.mu.Unlock()
 		s.verify.Running = false
 		if err != nil {
-			s.verify.Error = err.Error()
+			s.verify.Error = s.failed("the reconciliation", err)
 			return
 		}
 		s.verify.Report = c
@@ -203,7 +203,7 @@ func (s *Server) switchMode(w http.ResponseWriter, r *http.Request) {
 		defer s.mu.Unlock()
 		s.switching = ""
 		if err != nil {
-			s.switchErr = err.Error()
+			s.switchErr = s.failed("the switch to "+req.Mode, err)
 		}
 	}()
 	writeJSON(w, http.StatusAccepted, map[string]string{"mode": req.Mode})
@@ -226,6 +226,16 @@ func (s *Server) restartIn(mode string) error {
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// failed logs err, which may name a database's host or an admin address,
+// and returns what the page shows instead.
+func (s *Server) failed(what string, err error) string {
+	s.log.Warn("console: "+what+" failed", "error", err)
+	if errors.Is(err, context.Canceled) {
+		return what + " was stopped"
+	}
+	return what + " failed: a database, Kafka or a process did not answer in time (the console's log has the detail)"
 }
 
 func (s *Server) procByRole(ctx context.Context, role string) (Proc, bool) {

@@ -33,6 +33,7 @@ type collector struct {
 	rates    rates
 	started  map[string]float64 // process start time last seen, by process name
 	restarts map[string]int
+	problems map[string]bool // last second's, logged when they appeared
 }
 
 func newCollector(d Deployment, log *slog.Logger) (*collector, error) {
@@ -65,19 +66,35 @@ func (c *collector) close() {
 	}
 }
 
-// problem records what could not be read: a fixed text for the page, the
+// problems records what could not be read: a fixed text for the page, the
 // error itself (which may name a host or a role) for the log only.
 type problems struct {
 	mu   sync.Mutex
 	list []string
-	log  *slog.Logger
+	errs map[string]error
 }
 
 func (p *problems) add(text string, err error) {
-	p.log.Debug("console: "+text, "error", err)
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.errs == nil {
+		p.errs = map[string]error{}
+	}
 	p.list = append(p.list, text)
-	p.mu.Unlock()
+	p.errs[text] = err
+}
+
+// logNew logs the problems that were not there the second before, once.
+func (c *collector) logNew(ctx context.Context, p *problems) {
+	for _, text := range p.list {
+		if !c.problems[text] {
+			c.log.WarnContext(ctx, "console: "+text, "error", p.errs[text])
+		}
+	}
+	c.problems = map[string]bool{}
+	for _, text := range p.list {
+		c.problems[text] = true
+	}
 }
 
 // collect reads every counter, concurrently, within a second or two.
@@ -86,7 +103,7 @@ func (c *collector) collect(ctx context.Context) State {
 	defer cancel()
 	now := time.Now()
 	st := State{Target: c.d.Target(), Settings: c.d.Settings(), FixedMode: c.d.FixedMode(), At: now}
-	probs := &problems{log: c.log}
+	probs := &problems{}
 	procs := c.d.Procs(ctx)
 	scrapes := make([]scrape, len(procs))
 	var wg sync.WaitGroup
@@ -135,6 +152,7 @@ func (c *collector) collect(ctx context.Context) State {
 	st.Ledger.Rate = c.rates.observe("ledger", now, float64(st.Ledger.Effects))
 	st.Notify.Rate = c.rates.observe("notifications", now, float64(st.Notify.Effects))
 	st.Problems = probs.list
+	c.logNew(ctx, probs)
 	return st
 }
 

@@ -48,8 +48,9 @@ type Local struct {
 	src    reconcile.Sources
 	procs  []localProc
 
-	mu   sync.Mutex
-	mode string
+	switching sync.Mutex // one switch at a time
+	mu        sync.Mutex // guards mode
+	mode      string
 }
 
 type localProc struct {
@@ -255,8 +256,8 @@ func (l *Local) SwitchMode(ctx context.Context, mode string) error {
 	if !slices.Contains(Modes, mode) {
 		return fmt.Errorf("mode %q is not one of %v", mode, Modes)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.switching.Lock()
+	defer l.switching.Unlock()
 	orders := l.procs[0].sp
 	orders.Stop(10 * time.Second)
 	env := slices.Clone(orders.Env)
@@ -271,6 +272,8 @@ func (l *Local) SwitchMode(ctx context.Context, mode string) error {
 	if err := orders.Start(sctx); err != nil {
 		return fmt.Errorf("starting the orders API in %s mode: %w", mode, err)
 	}
+	l.mu.Lock()
 	l.mode = mode
+	l.mu.Unlock()
 	return nil
 }

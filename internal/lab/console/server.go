@@ -111,7 +111,7 @@ func (s *Server) snapshot() State {
 	st.Verify = s.verify
 	st.Switching = s.switching
 	if s.switchErr != "" {
-		st.Problems = append(append([]string(nil), st.Problems...), "switching the mode: "+s.switchErr)
+		st.Problems = append(append([]string(nil), st.Problems...), s.switchErr)
 	}
 	return st
 }
