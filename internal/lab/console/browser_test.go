@@ -47,6 +47,7 @@ const (
 // with the outbox — and, after the switch to naive mode, the same crash
 // losing events.
 func TestConsoleInABrowser(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
