@@ -64,6 +64,10 @@ dev: env-up ## migrate, then run the orders API on 127.0.0.1:8080 (admin :9080) 
 	@go run ./cmd/paylab init
 	@go run ./services/orders serve
 
+.PHONY: console
+console: build $(MAILPIT) ## the console on http://127.0.0.1:8090: private servers, the services, the flow and its fault toggles (Ctrl-C stops it)
+	@bin/paylab console
+
 ## ---- code ----
 
 # go-tool builds one Go command at a pinned version into $(TOOLS), once.

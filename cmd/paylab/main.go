@@ -8,6 +8,7 @@
 //	paylab verify    reconcile orders, ledger and notifications; non-zero on violations
 //	paylab chaos     run the chaos scenarios (naive vs outbox+inbox under faults)
 //	paylab bench     measure each stage against a raw baseline, as ratios
+//	paylab console   a web page to watch payments cross the hole and to break it on purpose
 package main
 
 import (
@@ -41,6 +42,9 @@ commands:
   bench     bench [--quick] [--json] [--out DIR]: each stage of the system against
             a raw baseline (capture, produce, relay, consume, end to end, growth),
             on the stack; a table of figures and ratios, and a JSON report
+  console   console [--target local|compose] [--addr 127.0.0.1:8090] [--mode outbox|naive]:
+            one web page: the flow with a counter per stage, fault toggles,
+            kills, the outbox/naive switch (local), payments and the reconciliation
 
 Settings come from the environment; see the README's configuration table.
 `
@@ -74,6 +78,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runBench(ctx, args[1:], out)
 	case "verify":
 		return runVerify(ctx, args[1:], out)
+	case "console":
+		return runConsole(ctx, args[1:], out)
 	case "probe":
 		return runProbe(ctx, args[1:], out)
 	case "help", "-h", "--help":

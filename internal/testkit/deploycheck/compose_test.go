@@ -131,7 +131,7 @@ func TestComposeMatchesBinaries(t *testing.T) {
 	project := loadCompose(t)
 	bins := binaries(t)
 	subcommands := map[string][]string{
-		"paylab": {"init", "migrate", "topics", "load", "probe", "chaos"},
+		"paylab": {"init", "migrate", "topics", "load", "probe", "chaos", "console"},
 		"orders": {"relay"},
 	}
 	checked := 0
