@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/supervise"
@@ -21,6 +22,8 @@ type Process struct {
 	Admin string // base URL of the admin listener
 	chaos *chaos.Client
 	kill  func(ctx context.Context) error
+	// timeline records the process's crashes and returns (timeline.go).
+	timeline atomic.Pointer[timeline]
 }
 
 func newProcess(name, adminURL, token string, kill func(context.Context) error) *Process {
@@ -110,6 +113,7 @@ func (p *Process) CrashRepeatedly(ctx context.Context, point string, times int) 
 		}
 		crashes++
 		longest = max(longest, back)
+		p.restarted("crashed", back)
 	}
 	return crashes, longest, nil
 }
@@ -159,9 +163,11 @@ func (p *Process) killAndAwaitRestart(ctx context.Context) (time.Time, <-chan co
 		return time.Time{}, nil, err
 	}
 	killed := time.Now()
+	p.mark("killed")
 	back := make(chan comeback, 1)
 	go func() {
 		after, err := p.awaitRestart(ctx, before)
+		p.markBack(err)
 		back <- comeback{after, err}
 	}()
 	return killed, back, nil

@@ -113,6 +113,7 @@ func crashAt(pick func(*Deployment) *Process, point string) func(context.Context
 func failSometimes(point string, p float64) func(context.Context, *Deployment, Sizes) (string, time.Duration, error) {
 	return func(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
 		err := d.Orders.Arm(ctx, point, chaos.Fault{Action: chaos.Error, Probability: p})
+		d.markArmed(fmt.Sprintf("%s fails %.0f%%", point, p*100))
 		return fmt.Sprintf("%s fails with probability %.2f", point, p), 0, err
 	}
 }
@@ -130,6 +131,7 @@ func kafkaDown(ctx context.Context, d *Deployment, s Sizes) (string, time.Durati
 		return "", 0, err
 	}
 	down := time.Now()
+	d.mark("Kafka stopped")
 	during, _ := loadgen.Run(ctx, loadgen.Config{
 		BaseURL: d.APIURL, Rate: 20, Count: max(1, int(s.Outage.Seconds()*20)), Seed: 99, Timeout: 30 * time.Second,
 	})
@@ -153,6 +155,7 @@ func kafkaDown(ctx context.Context, d *Deployment, s Sizes) (string, time.Durati
 		return "", 0, err
 	}
 	up := time.Now()
+	d.markEnd("Kafka started")
 	drained, err := d.waitOutboxEmpty(ctx)
 	if err != nil {
 		return "", 0, err
@@ -183,11 +186,13 @@ func postgresRestart(ctx context.Context, d *Deployment, s Sizes) (string, time.
 		return "", 0, err
 	}
 	down := time.Now()
+	d.mark("PostgreSQL stopped")
 	time.Sleep(2 * time.Second)
 	if err := d.servers.startServer(postgresServer); err != nil {
 		return "", 0, err
 	}
 	outage := time.Since(down)
+	d.markEnd("PostgreSQL started")
 	during := <-done
 	drained, err := d.waitOutboxEmpty(ctx)
 	if err != nil {

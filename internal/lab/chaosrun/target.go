@@ -42,6 +42,7 @@ type Deployment struct {
 	RelayMode     string        // the relays' RELAY_MODE: RelayPoll or RelayWAL
 
 	servers    servers              // nil when the target cannot stop its servers
+	timeline   *timeline            // while a scenario runs (timeline.go)
 	supervised []*supervise.Process // the local target's processes
 	stop       func()
 }
