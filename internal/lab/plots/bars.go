@@ -96,8 +96,14 @@ func WriteBars(path, title string, panels []BarPanel) ([]string, error) {
 	for _, h := range heights {
 		total += h
 	}
+	kinds := map[Kind]bool{}
+	for _, pn := range panels {
+		for _, b := range pn.Bars {
+			kinds[b.Kind] = true
+		}
+	}
 	return render(path, barsWidth, total, func(dc draw.Canvas) {
-		drawHeader(dc, title)
+		drawHeader(dc, title, kinds)
 		top := dc.Max.Y - barsHeader
 		for i, p := range plots {
 			bottom := top - heights[i]
@@ -107,8 +113,9 @@ func WriteBars(path, title string, panels []BarPanel) ([]string, error) {
 	})
 }
 
-// drawHeader writes the title and, under it, what each bar colour means.
-func drawHeader(dc draw.Canvas, title string) {
+// drawHeader writes the title and, under it, what each bar colour drawn
+// means.
+func drawHeader(dc draw.Canvas, title string, kinds map[Kind]bool) {
 	t := textStyle(13, color.Black)
 	t.XAlign, t.YAlign = draw.XCenter, draw.YTop
 	dc.FillText(t, vg.Point{X: dc.Center().X, Y: dc.Max.Y - 4}, title)
@@ -117,6 +124,9 @@ func drawHeader(dc draw.Canvas, title string) {
 	y := dc.Max.Y - 28
 	x := dc.Center().X - 120
 	for _, k := range []Kind{Baseline, Paylab, Peer} {
+		if !kinds[k] {
+			continue
+		}
 		dc.FillPolygon(k.color(), rect(x, y-4, x+14, y+4))
 		dc.FillText(l, vg.Point{X: x + 18, Y: y}, k.String())
 		x += 18 + l.Width(k.String()) + 24

@@ -1,6 +1,8 @@
 package plots
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -24,6 +26,24 @@ func TestWriteBarsDrawsEveryPanelWithBars(t *testing.T) {
 	}
 	checkChart(t, path, "throughput", "Consumer", "Relay", "B3 bare consumer group", "6 128 events/s (0.016× B3)",
 		"P1 debezium", "raw baseline", "paylab", "peer", "250 000")
+}
+
+// The legend names only the kinds of bar drawn.
+func TestWriteBarsLegendHasTheKindsDrawn(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "bars")
+	if _, err := WriteBars(path, "no peers", []BarPanel{{Title: "Consumer", Bars: []Bar{
+		{Label: "B3", Value: 2, Figure: "2/s", Kind: Baseline}, {Label: "S3", Value: 1, Figure: "1/s", Kind: Paylab}}}}); err != nil {
+		t.Fatal(err)
+	}
+	checkChart(t, path, "raw baseline", "paylab")
+	b, err := os.ReadFile(path + ".svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(">peer<")) {
+		t.Error("the legend names the peers, and no peer is drawn")
+	}
 }
 
 func TestWriteBarsWithoutBarsIsAnError(t *testing.T) {

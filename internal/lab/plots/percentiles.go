@@ -56,8 +56,9 @@ func WritePercentiles(path, title string, curves []Curve) ([]string, error) {
 	p.Y.Tick.Marker = logTicks{}
 	p.X.Tick.Marker = percentileTicks{}
 	p.X.Min, p.X.Max = 0, maxAt
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs, p.Legend.YOffs = 6, -4
+	// The curves rise from left to right: the bottom right is free.
+	p.Legend.Top, p.Legend.Left = false, false
+	p.Legend.XOffs, p.Legend.YOffs = -6, 6
 	grid := plotter.NewGrid()
 	grid.Vertical.Color, grid.Horizontal.Color = color.Gray{Y: 0xe0}, color.Gray{Y: 0xe0}
 	p.Add(grid)
