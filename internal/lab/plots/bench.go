@@ -23,7 +23,8 @@ func Bench(rep bench.Report, base string) ([]string, error) {
 		f, err := WriteBars(base+"-throughput", title, panels)
 		files, errs = append(files, f...), append(errs, err)
 	}
-	if curves, title := latencyCurves(rep.Stages.S4); len(curves) > 0 {
+	if curves, runs := latencyCurves(rep.Stages.S4); len(curves) > 0 {
+		title := fmt.Sprintf("paylab bench (%s sizes): S4 end to end, %s: latency by percentile", rep.Sizes.Name, runs)
 		f, err := WritePercentiles(base+"-latency", title, curves)
 		files, errs = append(files, f...), append(errs, err)
 	}
@@ -133,8 +134,9 @@ func contender(name string) Kind {
 	return Peer
 }
 
-// latencyCurves are S4's distributions: commit → Kafka (blue) and commit →
-// ledger (green), LISTEN/NOTIFY solid and polling only dashed.
+// latencyCurves are S4's distributions — commit → Kafka (blue) and commit
+// → ledger (green), LISTEN/NOTIFY solid and polling only dashed — and its
+// runs' sizes.
 func latencyCurves(s4 []bench.E2EResult) ([]Curve, string) {
 	var curves []Curve
 	var runs []string
@@ -163,7 +165,7 @@ func latencyCurves(s4 []bench.E2EResult) ([]Curve, string) {
 		}
 		runs = append(runs, fmt.Sprintf("%d payments at %d/s", r.Payments, r.Rate))
 	}
-	return curves, "S4 end to end, " + strings.Join(dedupe(runs), " and ") + " each: latency by percentile"
+	return curves, strings.Join(dedupe(runs), " and ") + " each"
 }
 
 func dedupe(s []string) []string {

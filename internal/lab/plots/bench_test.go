@@ -72,7 +72,7 @@ func TestBenchDrawsThroughputAndLatency(t *testing.T) {
 		"S5 the same drain over 5 000 000 rows of history, 1 relay", "(0.80× S2)",
 		"P1 paylab-wal, drain of 100 000 events", "31 392 events/s  (3.91× Debezium)", "P1 watermill, drain of 100 000 events",
 		"S3 the ledger through the inbox", "6 128 events/s  (0.016× B3)")
-	checkChart(t, base+"-latency", "S4 end to end, 7500 payments at 375/s each",
+	checkChart(t, base+"-latency", "paylab bench (full sizes): S4 end to end, 7500 payments at 375/s each: latency by percentile",
 		"commit → Kafka, LISTEN/NOTIFY (p50 92 ms, p99 398 ms)", "commit → ledger, polling only (p50 187 ms, p99 596 ms)")
 }
 
