@@ -21,7 +21,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	quick := fs.Bool("quick", false, "tiny sizes: every stage in well under a minute (checks the harness, not the system)")
 	peers := fs.Bool("peers", false, "also run the peers (Watermill, Debezium) and every relay mode on the same PostgreSQL and Kafka, and drain the larger backlogs (needs Maven and wal_level=logical)")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of the table (progress goes to stderr)")
-	outDir := fs.String("out", "results", "folder the JSON report is written to")
+	outDir := fs.String("out", "results", "folder the JSON report and its charts are written to")
 	exe, _ := os.Executable()
 	bin := fs.String("bin", filepath.Dir(exe), "folder with the orders and ledger binaries (make build)")
 	keep := fs.Bool("keep", false, "keep the run's databases, role and topics")
@@ -65,7 +65,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		rep.Table(out)
 		fmt.Fprintf(out, "report: %s\n", path)
 	}
-	return runErr
+	return errors.Join(runErr, benchCharts(rep, path, cfg.Log))
 }
 
 // writeReport writes rep as dir/bench-<start time>.json.
@@ -77,6 +77,6 @@ func writeReport(dir string, rep bench.Report) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, "bench-"+rep.Started.Format("20060102T150405Z")+".json")
+	path := filepath.Join(dir, "bench-"+rep.Started.Format(stamp)+".json")
 	return path, os.WriteFile(path, append(b, '\n'), 0o644)
 }

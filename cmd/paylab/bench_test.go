@@ -101,7 +101,18 @@ func TestBenchQuick(t *testing.T) {
 	if len(st.C1) != 3*len(rep.Sizes.Concurrency) || len(st.P1) != 0 {
 		t.Errorf("C1 %d results (want three contenders at each concurrency), P1 %d (want none without --peers)", len(st.C1), len(st.P1))
 	}
-	for _, want := range []string{"targets:", "machine:", "report: " + files[0]} {
+	base := strings.TrimSuffix(files[0], ".json")
+	for _, chart := range []string{"-throughput.svg", "-throughput.png", "-latency.svg", "-latency.png"} {
+		if fi, err := os.Stat(base + chart); err != nil || fi.Size() == 0 {
+			t.Errorf("chart %s: %v", chart, err)
+		}
+	}
+	for _, r := range st.S4 {
+		if len(r.Published.Quantiles) != len(bench.Levels) || len(r.Applied.Quantiles) != len(bench.Levels) {
+			t.Errorf("S4 %s keeps %d and %d quantiles, want %d", r.Mode, len(r.Published.Quantiles), len(r.Applied.Quantiles), len(bench.Levels))
+		}
+	}
+	for _, want := range []string{"targets:", "machine:", "report: " + files[0], "chart: " + base + "-throughput.svg", "chart: " + base + "-latency.svg"} {
 		if !strings.Contains(printed, want) {
 			t.Errorf("the output lacks %q:\n%s", want, printed)
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
 
@@ -20,7 +21,7 @@ import (
 // mailpitVersion is the Mailpit the Makefile builds into the tools cache.
 const mailpitVersion = "v1.33.1"
 
-// runChaos: paylab chaos list | paylab chaos run <scenario>…|all [--target local|compose] [--relay-mode poll|wal] [--kafka-nodes 3|1] [--quick] [--json]
+// runChaos: paylab chaos list | paylab chaos run <scenario>…|all [--target local|compose] [--relay-mode poll|wal] [--kafka-nodes 3|1] [--quick] [--json] [--out DIR]
 func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return errUsage
@@ -41,6 +42,7 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	quick := fs.Bool("quick", false, "the reduced counts make test runs; with all, the quick set of scenarios")
 	parallel := fs.Int("parallel", 3, "scenarios run side by side (those that stop a shared server run alone; compose: one at a time)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
+	outDir := fs.String("out", "results", "folder the results (JSON) and each scenario's chart are written to")
 	target := fs.String("target", "local", "local: start the services against private servers for each scenario;\n"+
 		"compose: a running docker compose deployment, over its admin APIs (CHAOS_* settings, README)")
 	envFile := fs.String("env-file", ".env", "compose: the .env that docker compose read (the environment wins over it, as in compose)")
@@ -104,7 +106,11 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	default:
 		return fmt.Errorf("chaos: --target %q is not local or compose", *target)
 	}
+	started := time.Now()
 	results := chaosrun.Run(ctx, t, scenarios, sizes, *parallel, out)
+	// The results are the verdicts; a folder that cannot be written (a
+	// read-only container) does not change them.
+	path, charts, saveErr := writeChaosResults(*outDir, started, results)
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -127,6 +133,13 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	failed := len(results) - passed - skipped
 	if !*asJSON {
 		fmt.Fprintf(out, "chaos: %d passed, %d failed, %d skipped\n", passed, failed, skipped)
+		if path != "" {
+			fmt.Fprintf(out, "results: %s\n", path)
+		}
+		printCharts(out, charts)
+	}
+	if saveErr != nil {
+		fmt.Fprintf(os.Stderr, "chaos: results not saved in full: %v\n", saveErr)
 	}
 	switch {
 	case failed > 0:

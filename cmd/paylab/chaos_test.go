@@ -29,7 +29,7 @@ func TestChaosRunComposeReadsDotEnv(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var out bytes.Buffer
-		err := run(ctx, append([]string{"chaos", "run", "--target", "compose", "--env-file", dotEnv}, args...), &out)
+		err := run(ctx, append([]string{"chaos", "run", "--target", "compose", "--env-file", dotEnv, "--out", dir}, args...), &out)
 		return out.String(), err
 	}
 

@@ -216,5 +216,5 @@ func e2eLatencies(ctx context.Context, orders, ledger *pgx.Conn, lastEvent, last
 	if len(events) == 0 {
 		return published, applied, errors.New("no event was written")
 	}
-	return summarize(pub, len(events)-len(pub)), summarize(app, len(events)-len(app)), nil
+	return distribution(pub, len(events)-len(pub)), distribution(app, len(events)-len(app)), nil
 }

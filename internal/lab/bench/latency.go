@@ -40,7 +40,21 @@ type Latency struct {
 	P50     Millis `json:"p50_ms"`
 	P99     Millis `json:"p99_ms"`
 	Max     Millis `json:"max_ms"`
+	// Quantiles is the distribution at Levels, for the stages whose
+	// latency is drawn (S4's commit → Kafka and commit → ledger).
+	Quantiles []Quantile `json:"quantiles,omitempty"`
 }
+
+// Quantile is the latency at or below which a fraction Q of the samples
+// fall (nearest rank); infinite where that rank is a missing sample.
+type Quantile struct {
+	Q      float64 `json:"q"`
+	Millis Millis  `json:"ms"`
+}
+
+// Levels are the quantiles a distribution keeps: enough for its curve,
+// few enough for the report.
+var Levels = []float64{0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1}
 
 // summarize computes the percentiles of samples (nearest rank), with missing
 // samples counted as slower than all of them.
@@ -51,20 +65,32 @@ func summarize(samples []time.Duration, missing int) Latency {
 	}
 	sorted := slices.Clone(samples)
 	slices.Sort(sorted)
-	at := func(q float64) Millis {
-		rank := int(math.Ceil(q*float64(l.N))) - 1
-		if rank >= len(sorted) {
-			return Millis(math.Inf(1))
-		}
-		return ms(sorted[max(rank, 0)])
+	l.P50, l.P99, l.Max = quantile(sorted, l.N, 0.50), quantile(sorted, l.N, 0.99), quantile(sorted, l.N, 1)
+	return l
+}
+
+// distribution is summarize with the Quantiles at Levels.
+func distribution(samples []time.Duration, missing int) Latency {
+	l := summarize(samples, missing)
+	if l.N == 0 {
+		return l
 	}
-	l.P50, l.P99 = at(0.50), at(0.99)
-	if missing > 0 {
-		l.Max = Millis(math.Inf(1))
-	} else {
-		l.Max = ms(sorted[len(sorted)-1])
+	sorted := slices.Clone(samples)
+	slices.Sort(sorted)
+	for _, q := range Levels {
+		l.Quantiles = append(l.Quantiles, Quantile{Q: q, Millis: quantile(sorted, l.N, q)})
 	}
 	return l
+}
+
+// quantile is the nearest-rank q quantile of n samples, sorted the
+// completed ones, the others (n - len(sorted)) slower than all of them.
+func quantile(sorted []time.Duration, n int, q float64) Millis {
+	rank := int(math.Ceil(q*float64(n))) - 1
+	if rank >= len(sorted) {
+		return Millis(math.Inf(1))
+	}
+	return ms(sorted[max(rank, 0)])
 }
 
 func ms(d time.Duration) Millis { return Millis(float64(d) / float64(time.Millisecond)) }

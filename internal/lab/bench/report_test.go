@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func TestMillisJSONHoldsInfinity(t *testing.T) {
 		t.Errorf("JSON %s", b)
 	}
 	var out Latency
-	if err := json.Unmarshal(b, &out); err != nil || out != in {
+	if err := json.Unmarshal(b, &out); err != nil || !reflect.DeepEqual(out, in) {
 		t.Errorf("round trip: %+v, %v", out, err)
 	}
 }

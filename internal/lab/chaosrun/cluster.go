@@ -122,7 +122,7 @@ func kafkaLeaderKilled(ctx context.Context, d *Deployment, s Sizes) (string, tim
 		return "", recovery, err
 	}
 	restarted := time.Since(killed) - down
-	d.mark(fmt.Sprintf("broker %d restarted", victim))
+	d.markEnd(fmt.Sprintf("broker %d restarted", victim))
 	resync, err := waitTopic(ctx, d, func(r broker.Replication) bool { return r.InSyncShort == 0 })
 	if err != nil {
 		return "", recovery, fmt.Errorf("broker %d did not rejoin the in-sync replicas: %w", victim, err)

@@ -32,6 +32,7 @@ func killRelayHoldingLeases(ctx context.Context, d *Deployment, _ Sizes) (string
 		}
 		return "", 0, err
 	}
+	d.mark(fmt.Sprintf("%s stalled holding %d leased rows", victim.Name, rows))
 	killed, back, err := victim.killAndAwaitRestart(ctx)
 	if err != nil {
 		return "", 0, err
@@ -48,6 +49,7 @@ func killRelayHoldingLeases(ctx context.Context, d *Deployment, _ Sizes) (string
 		return "", 0, fmt.Errorf("%s killed holding %d leased rows; not taken over", victim.Name, rows)
 	}
 	takeover := time.Since(killed)
+	d.markEnd("leased rows taken over")
 	cb := <-back
 	if cb.err != nil {
 		return "", takeover, cb.err

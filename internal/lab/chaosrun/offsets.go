@@ -124,7 +124,6 @@ func ledgerScaledRebalance(ctx context.Context, d *Deployment, _ Sizes) (string,
 	if err != nil {
 		return "", 0, err
 	}
-	d.mark(d.Ledgers[1].Name + " killed")
 	cb := <-back
 	if cb.err != nil {
 		return "", 0, cb.err
@@ -138,8 +137,9 @@ func ledgerScaledRebalance(ctx context.Context, d *Deployment, _ Sizes) (string,
 	if err := restarted.Signal(syscall.SIGTERM); err != nil {
 		return "", 0, err
 	}
-	d.mark(restarted.Name + " restarted")
+	restarted.mark("restarted (SIGTERM)")
 	again, err := restarted.awaitRestart(ctx, before)
+	restarted.markBack(err)
 	if err != nil {
 		return "", 0, err
 	}

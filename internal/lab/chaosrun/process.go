@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/supervise"
@@ -25,6 +26,8 @@ type Process struct {
 	kill  func(ctx context.Context) error
 	// signal sends a signal to the process; nil where the target cannot.
 	signal func(syscall.Signal) error
+	// timeline records the process's crashes and returns (timeline.go).
+	timeline atomic.Pointer[timeline]
 }
 
 func newProcess(name, adminURL, token string, kill func(context.Context) error) *Process {
@@ -125,6 +128,7 @@ func (p *Process) CrashRepeatedly(ctx context.Context, point string, times int) 
 		}
 		crashes++
 		longest = max(longest, back)
+		p.restarted("crashed", back)
 	}
 	return crashes, longest, nil
 }
@@ -155,7 +159,7 @@ func (p *Process) freeze(d *Deployment) (time.Time, func() error, error) {
 	var err error
 	return time.Now(), func() error {
 		once.Do(func() {
-			d.mark(p.Name + " woken")
+			d.markEnd(p.Name + " woken")
 			err = p.Signal(syscall.SIGCONT)
 		})
 		return err
@@ -207,9 +211,11 @@ func (p *Process) killAndAwaitRestart(ctx context.Context) (time.Time, <-chan co
 		return time.Time{}, nil, err
 	}
 	killed := time.Now()
+	p.mark("killed")
 	back := make(chan comeback, 1)
 	go func() {
 		after, err := p.awaitRestart(ctx, before)
+		p.markBack(err)
 		back <- comeback{after, err}
 	}()
 	return killed, back, nil

@@ -123,6 +123,8 @@ func runOne(ctx context.Context, target Target, sc Scenario, s Sizes, seed uint6
 		}
 	}
 
+	tl := d.startTimeline(ctx)
+	defer tl.stop()
 	// The load runs while the scenario injects its fault.
 	loadCtx, cancelLoad := context.WithCancel(ctx)
 	defer cancelLoad()
@@ -142,8 +144,10 @@ func runOne(ctx context.Context, target Target, sc Scenario, s Sizes, seed uint6
 	disarmCtx, cancelDisarm := context.WithTimeout(ctx, time.Minute)
 	disarmErr := d.disarm(disarmCtx)
 	cancelDisarm()
+	d.markDisarmed()
 
 	rep, err := reconcile.Settle(ctx, d.Src, s.Settle, 4*time.Second)
+	r.Timeline = tl.stop()
 	if err != nil {
 		return fail(err)
 	}

@@ -99,6 +99,7 @@ type Result struct {
 	Skipped    string           `json:"skipped,omitempty"` // why the target could not run it
 	Report     reconcile.Report `json:"report"`
 	StatusCode map[string]int   `json:"status_codes,omitempty"`
+	Timeline   *Timeline        `json:"timeline,omitempty"` // the databases and the fault over time (timeline.go)
 }
 
 // mode is the configuration the scenario runs, as the table shows it.

@@ -169,6 +169,7 @@ func crashAt(pick func(*Deployment) *Process, point string) func(context.Context
 func failSometimes(point string, p float64) func(context.Context, *Deployment, Sizes) (string, time.Duration, error) {
 	return func(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
 		err := d.Orders.Arm(ctx, point, chaos.Fault{Action: chaos.Error, Probability: p})
+		d.markArmed(fmt.Sprintf("%s fails %.0f%%", point, p*100))
 		return fmt.Sprintf("%s fails with probability %.2f", point, p), 0, err
 	}
 }
@@ -230,7 +231,7 @@ func brokerOutage(ctx context.Context, d *Deployment, s Sizes, what string, stop
 		return out, err
 	}
 	up := time.Now()
-	d.mark(what + " back")
+	d.markEnd(what + " back")
 	drained, err := d.waitOutboxEmpty(ctx)
 	if err != nil {
 		return out, err
@@ -275,11 +276,13 @@ func postgresRestart(ctx context.Context, d *Deployment, s Sizes) (string, time.
 		return "", 0, err
 	}
 	down := time.Now()
+	d.mark("PostgreSQL stopped")
 	time.Sleep(2 * time.Second)
 	if err := d.servers.startServer(postgresServer); err != nil {
 		return "", 0, err
 	}
 	outage := time.Since(down)
+	d.markEnd("PostgreSQL started")
 	during := <-done
 	drained, err := d.waitOutboxEmpty(ctx)
 	if err != nil {

@@ -47,6 +47,7 @@ type Deployment struct {
 	servers    servers              // nil when the target cannot stop its servers
 	cluster    cluster              // nil when the target cannot stop its brokers
 	zombie     int                  // the scenario's count for Result.Zombie
+	timeline   *timeline            // while a scenario runs (timeline.go)
 	supervised []*supervise.Process // the local target's processes
 	stop       func()
 }

@@ -109,6 +109,7 @@ func killWALReader(ctx context.Context, d *Deployment, _ Sizes) (string, time.Du
 			return "", 0, fmt.Errorf("%s never published a batch while it read the slot", victim.Name)
 		}
 	}
+	d.mark(victim.Name + " stalled after publishing")
 	conn, err := pgx.Connect(ctx, d.Src.OrdersURL)
 	if err != nil {
 		return "", 0, err
@@ -135,6 +136,7 @@ func killWALReader(ctx context.Context, d *Deployment, _ Sizes) (string, time.Du
 		return "", 0, fmt.Errorf("%s (the WAL reader) killed mid-stream with %d events pending; the stream did not resume", victim.Name, pending)
 	}
 	resumed := time.Since(killed)
+	d.markEnd("stream resumed")
 	reader, err := d.walReader(ctx)
 	if err != nil {
 		return "", resumed, err
