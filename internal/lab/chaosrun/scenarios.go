@@ -208,10 +208,10 @@ func brokerOutage(ctx context.Context, d *Deployment, s Sizes, what string, stop
 	down := time.Now()
 	d.mark(what + " down")
 	meanwhile := sideLoad(ctx, d, int(s.Outage.Seconds()*20), 99)
-	// Whatever was acknowledged just before the stop is recorded within
-	// moments; from then on nothing may be.
-	pause(ctx, 2*time.Second)
-	publishedBefore := d.published(ctx)
+	// What was acknowledged just before the stop is still being recorded
+	// for a moment; once the publishing relays report the outage and their
+	// count stands still, nothing more may be.
+	publishedBefore := d.quiescent(ctx, 30*time.Second)
 	want := max(s.Outage.Seconds()/2, 1)
 	if s.Outage > publishLagThreshold {
 		want = publishLagThreshold.Seconds() + 1
@@ -225,7 +225,12 @@ func brokerOutage(ctx context.Context, d *Deployment, s Sizes, what string, stop
 			break
 		}
 	}
-	acked := d.published(ctx) - publishedBefore
+	publishedAfter, err := d.published(ctx)
+	for err != nil && ctx.Err() == nil {
+		pause(ctx, 200*time.Millisecond)
+		publishedAfter, err = d.published(ctx)
+	}
+	acked := publishedAfter - publishedBefore
 	during := <-meanwhile
 	if err := start(); err != nil {
 		return out, err
@@ -243,7 +248,7 @@ func brokerOutage(ctx context.Context, d *Deployment, s Sizes, what string, stop
 	case allCaptured(during) != nil:
 		return out, allCaptured(during)
 	case acked != 0:
-		return out, fmt.Errorf("%.0f events were acknowledged while %s was down", acked, what)
+		return out, fmt.Errorf("%.0f events were acknowledged while %s was down, below min.insync.replicas", acked, what)
 	case pending == 0 || lag < want:
 		return out, fmt.Errorf("the publish-lag metrics did not rise during the outage")
 	case s.Outage > publishLagThreshold && lag <= publishLagThreshold.Seconds():
@@ -253,14 +258,42 @@ func brokerOutage(ctx context.Context, d *Deployment, s Sizes, what string, stop
 }
 
 // published sums the relays' published_total: events acknowledged by Kafka
-// and recorded. A relay that does not answer counts as 0.
-func (d *Deployment) published(ctx context.Context) float64 {
+// and recorded; an error when a relay does not answer.
+func (d *Deployment) published(ctx context.Context) (float64, error) {
 	var n float64
 	for _, r := range d.Relays {
-		v, _ := r.Metric(ctx, "paylab_outbox_published_total")
+		v, err := r.Metric(ctx, "paylab_outbox_published_total")
+		if err != nil {
+			return 0, err
+		}
 		n += v
 	}
-	return n
+	return n, nil
+}
+
+// quiescent waits, at most limit, until the relays that publish report a
+// broker outage (all of them polling; the reader streaming a slot) and
+// their published count has stood still for a second, and returns it.
+func (d *Deployment) quiescent(ctx context.Context, limit time.Duration) float64 {
+	deadline := time.Now().Add(limit)
+	last := -1.0
+	for {
+		pause(ctx, time.Second)
+		n, err := d.published(ctx)
+		inOutage := 0
+		for _, r := range d.Relays {
+			if v, err := r.Metric(ctx, "paylab_outbox_broker_outage"); err == nil && v == 1 {
+				inOutage++
+			}
+		}
+		seen := inOutage == len(d.Relays) || (d.RelayMode == RelayWAL && inOutage > 0)
+		if err == nil && ((seen && n == last) || time.Now().After(deadline) || ctx.Err() != nil) {
+			return n
+		}
+		if err == nil {
+			last = n
+		}
+	}
 }
 
 // postgresRestart restarts the database while payments keep coming: they get
