@@ -112,7 +112,7 @@ func (s *Server) KillNode(id int, sig syscall.Signal) error {
 	}
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
-		return fmt.Errorf("Kafka node %d is not running: %w", id, err)
+		return fmt.Errorf("kafka node %d is not running: %w", id, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
@@ -126,7 +126,7 @@ func (s *Server) KillNode(id int, sig syscall.Signal) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("Kafka node %d (pid %d) still running a minute after %s", id, pid, sig)
+	return fmt.Errorf("kafka node %d (pid %d) still running a minute after %s", id, pid, sig)
 }
 
 func (s *Server) stack(verb string) error {

@@ -119,11 +119,15 @@ func TopicReplication(admin sarama.ClusterAdmin, topic string) (Replication, err
 		}
 		r.LeaderPerNode[p.Leader]++
 	}
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"min.insync.replicas"}})
+	results, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic,
+		ConfigNames: []string{"min.insync.replicas"}}}, sarama.DescribeConfigsOptions{})
+	if err == nil && len(results) == 1 && results[0].ErrorCode != sarama.ErrNoError {
+		err = results[0].ErrorCode
+	}
 	if err != nil {
 		return r, fmt.Errorf("reading min.insync.replicas of %s: %w", topic, err)
 	}
-	for _, e := range entries {
+	for _, e := range results[0].Configs {
 		if e.Name == "min.insync.replicas" {
 			r.MinInSync = e.Value
 		}
