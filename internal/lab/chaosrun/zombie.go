@@ -10,18 +10,20 @@ import (
 	"github.com/paylab/paylab/internal/platform/chaos"
 )
 
-// zombieAudit records, in the deployment's orders database, every row
-// marked dispatched by a session whose application_name (each relay's is
-// its RELAY_ID) differs from the row's lease_owner at that moment: a relay
-// recording rows another relay held. The relays' own fence makes it
-// impossible; the audit sees it when the fence is off.
+// zombieAudit records, in the deployment's orders database, every row a
+// session changes while the row is leased to someone else — marked
+// dispatched, or released — other than to claim it: each relay's sessions
+// carry its RELAY_ID as application_name, and lease_owner is that name. The
+// relays' own fence makes such a write impossible; the audit sees it when
+// the fence is off.
 const zombieAudit = `
 CREATE TABLE IF NOT EXISTS chaos_zombie_writes (
     id bigint, written_by text, holder text, at timestamptz DEFAULT clock_timestamp());
 CREATE OR REPLACE FUNCTION chaos_zombie_write() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF OLD.dispatched_at IS NULL AND NEW.dispatched_at IS NOT NULL
-       AND OLD.lease_owner IS DISTINCT FROM current_setting('application_name') THEN
+    IF OLD.lease_owner IS DISTINCT FROM current_setting('application_name')
+       AND NEW.lease_owner IS DISTINCT FROM current_setting('application_name')
+       AND (NEW.dispatched_at IS DISTINCT FROM OLD.dispatched_at OR NEW.lease_owner IS DISTINCT FROM OLD.lease_owner) THEN
         INSERT INTO chaos_zombie_writes (id, written_by, holder)
         VALUES (OLD.id, current_setting('application_name'), OLD.lease_owner);
     END IF;
@@ -37,8 +39,9 @@ CREATE TRIGGER chaos_zombie_write BEFORE UPDATE ON outbox
 // relay-0 wakes up (SIGCONT), unaware, publishes its stale batch again and
 // tries to record it. Fenced, that record is refused (lease_lost_total) and
 // the duplicates it published are absorbed by the inbox; unfenced
-// (RELAY_LEASE_FENCING=false), it records rows relay-1 holds, which the audit
-// trigger counts as zombie writes.
+// (RELAY_LEASE_FENCING=false), it records (or, its acknowledgements too slow,
+// releases) rows relay-1 holds, which the audit trigger counts as zombie
+// writes.
 func relayPausedPastLease(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
 	conn, err := pgx.Connect(ctx, d.Src.OrdersURL)
 	if err != nil {
@@ -118,7 +121,7 @@ func relayPausedPastLease(ctx context.Context, d *Deployment, _ Sizes) (string, 
 	_ = conn.QueryRow(ctx, `SELECT count(*) FROM chaos_zombie_writes`).Scan(&writes)
 	d.zombie = writes
 	note := fmt.Sprintf("%s frozen %s holding %d leased rows (TTL %s), taken over by %s; woken, it published them again: "+
-		"%.0f of its records refused (lease lost), %d rows recorded over %s's lease (zombie writes)",
+		"%.0f of its records refused (lease lost), %d rows recorded or released over %s's lease (zombie writes)",
 		zombie.Name, frozen.Round(100*time.Millisecond), len(held), d.LeaseTTL, taker.Name, lost, writes, taker.Name)
 	if lost == 0 && writes == 0 {
 		return note, 0, fmt.Errorf("%s never tried to record its stale batch", zombie.Name)
