@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/reconcile"
@@ -18,11 +19,13 @@ import (
 	"github.com/paylab/paylab/internal/platform/envconfig"
 )
 
-// ComposeConfig is where a running docker compose deployment answers and how
-// it is configured. The defaults are what docker-compose.yml publishes on
-// localhost, for a run from the host; the chaos service of its chaos profile
-// sets the addresses inside the compose network instead.
-type ComposeConfig struct {
+// ComposeDeployment is where a running docker compose deployment answers
+// and how it is configured: what `paylab chaos run --target compose` and
+// `paylab console --target compose` both read. The defaults are what
+// docker-compose.yml publishes on localhost, for a run from the host; the
+// chaos and console services set the addresses inside the compose network
+// instead.
+type ComposeDeployment struct {
 	APIURL                string `env:"CHAOS_API_URL" envDefault:"http://127.0.0.1:8080"`
 	OrdersAdminURL        string `env:"CHAOS_ORDERS_ADMIN_URL" envDefault:"http://127.0.0.1:9080"`
 	LedgerAdminURL        string `env:"CHAOS_LEDGER_ADMIN_URL" envDefault:"http://127.0.0.1:9082"`
@@ -38,8 +41,6 @@ type ComposeConfig struct {
 	// `docker compose up --scale relay=N` started; it is resolved again each
 	// time a scenario needs the relays. Exclusive with RelayAdminURLs.
 	RelayDiscover string `env:"CHAOS_RELAY_DISCOVER"`
-	// Token is the deployment's CHAOS_TOKEN (compose's default unless set).
-	Token string `env:"CHAOS_TOKEN" envDefault:"change-me-chaos-token"`
 	// The deployment's settings, read from the same environment and .env
 	// that docker compose interpolates into the services.
 	OutboxMode   string `env:"OUTBOX_MODE" envDefault:"outbox"`
@@ -48,24 +49,15 @@ type ComposeConfig struct {
 	RelayMode string `env:"RELAY_MODE" envDefault:"poll"`
 	// Topic is the services' ORDERS_TOPIC; compose leaves the default.
 	Topic string `env:"ORDERS_TOPIC" envDefault:"order-events"`
-	// LeaseTTL is the relays' RELAY_LEASE_TTL; compose leaves the default.
-	LeaseTTL time.Duration `env:"CHAOS_RELAY_LEASE_TTL" envDefault:"30s"`
 	// The three databases and the brokers, for the reconciliation.
 	reconcile.Config
 }
 
-// LoadComposeConfig reads a ComposeConfig from environ (variable → value)
-// and validates it.
-func LoadComposeConfig(environ map[string]string) (ComposeConfig, error) {
-	cfg, err := envconfig.Load(environ, ComposeConfig{}, ComposeConfig.Validate)
-	if err != nil {
-		return cfg, fmt.Errorf("compose target: %w", err)
-	}
-	return cfg, nil
-}
+// OutboxModes are the orders API's OUTBOX_MODE values.
+var OutboxModes = []string{"outbox", "naive", "naive-publish-first"}
 
 // Validate reports every unusable setting, naming its variable.
-func (c ComposeConfig) Validate() error {
+func (c ComposeDeployment) Validate() error {
 	var errs []error
 	for name, u := range map[string]string{
 		"CHAOS_API_URL": c.APIURL, "CHAOS_ORDERS_ADMIN_URL": c.OrdersAdminURL,
@@ -82,23 +74,49 @@ func (c ComposeConfig) Validate() error {
 			errs = append(errs, errors.New("CHAOS_RELAY_ADMIN_URLS and CHAOS_RELAY_DISCOVER are both set: set one (the URLs of the relays, or host:port to find them by)"))
 		}
 	}
-	if c.Token == "" {
-		errs = append(errs, errors.New("CHAOS_TOKEN is empty"))
-	}
 	if c.RelayMode != RelayPoll && c.RelayMode != RelayWAL {
 		errs = append(errs, fmt.Errorf("RELAY_MODE %q is not %s or %s", c.RelayMode, RelayPoll, RelayWAL))
 	}
-	if !slices.Contains([]string{"outbox", "naive", "naive-publish-first"}, c.OutboxMode) {
-		errs = append(errs, fmt.Errorf("OUTBOX_MODE %q is not one of outbox, naive, naive-publish-first", c.OutboxMode))
-	}
-	if c.LeaseTTL <= 0 {
-		errs = append(errs, fmt.Errorf("CHAOS_RELAY_LEASE_TTL %v is not positive", c.LeaseTTL))
+	if !slices.Contains(OutboxModes, c.OutboxMode) {
+		errs = append(errs, fmt.Errorf("OUTBOX_MODE %q is not one of %s", c.OutboxMode, strings.Join(OutboxModes, ", ")))
 	}
 	if len(broker.SplitBrokers(c.KafkaBrokers)) == 0 {
 		errs = append(errs, errors.New("KAFKA_BROKERS is empty"))
 	}
 	if c.Topic == "" {
 		errs = append(errs, errors.New("ORDERS_TOPIC is empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// ComposeConfig is what the chaos runner needs of a compose deployment:
+// where it answers, and the token its chaos controls take.
+type ComposeConfig struct {
+	ComposeDeployment
+	// Token is the deployment's CHAOS_TOKEN (compose's default unless set).
+	Token string `env:"CHAOS_TOKEN" envDefault:"change-me-chaos-token"`
+	// LeaseTTL is the relays' RELAY_LEASE_TTL; compose leaves the default.
+	LeaseTTL time.Duration `env:"CHAOS_RELAY_LEASE_TTL" envDefault:"30s"`
+}
+
+// LoadComposeConfig reads a ComposeConfig from environ (variable → value)
+// and validates it.
+func LoadComposeConfig(environ map[string]string) (ComposeConfig, error) {
+	cfg, err := envconfig.Load(environ, ComposeConfig{}, ComposeConfig.Validate)
+	if err != nil {
+		return cfg, fmt.Errorf("compose target: %w", err)
+	}
+	return cfg, nil
+}
+
+// Validate reports every unusable setting, naming its variable.
+func (c ComposeConfig) Validate() error {
+	errs := []error{c.ComposeDeployment.Validate()}
+	if c.Token == "" {
+		errs = append(errs, errors.New("CHAOS_TOKEN is empty"))
+	}
+	if c.LeaseTTL <= 0 {
+		errs = append(errs, fmt.Errorf("CHAOS_RELAY_LEASE_TTL %v is not positive", c.LeaseTTL))
 	}
 	return errors.Join(errs...)
 }

@@ -2,40 +2,21 @@ package console
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/url"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/chaosrun"
 	"github.com/paylab/paylab/internal/lab/reconcile"
-	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/envconfig"
 )
 
 // ComposeConfig is where a running docker compose deployment answers: the
 // settings `paylab chaos run --target compose` reads, under the same names
-// and with the same defaults (what docker-compose.yml publishes on
-// localhost), but no chaos token — the console never holds one.
-type ComposeConfig struct {
-	APIURL                string   `env:"CHAOS_API_URL" envDefault:"http://127.0.0.1:8080"`
-	OrdersAdminURL        string   `env:"CHAOS_ORDERS_ADMIN_URL" envDefault:"http://127.0.0.1:9080"`
-	LedgerAdminURL        string   `env:"CHAOS_LEDGER_ADMIN_URL" envDefault:"http://127.0.0.1:9082"`
-	NotificationsAdminURL string   `env:"CHAOS_NOTIFICATIONS_ADMIN_URL" envDefault:"http://127.0.0.1:9083"`
-	RelayAdminURLs        []string `env:"CHAOS_RELAY_ADMIN_URLS" envSeparator:","`
-	// RelayDiscover, host:port: one relay per address host resolves to
-	// (inside the compose network, relay:9081 finds every replica).
-	RelayDiscover string `env:"CHAOS_RELAY_DISCOVER"`
-	OutboxMode    string `env:"OUTBOX_MODE" envDefault:"outbox"`
-	InboxEnabled  bool   `env:"INBOX_ENABLED" envDefault:"true"`
-	RelayMode     string `env:"RELAY_MODE" envDefault:"poll"`
-	Topic         string `env:"ORDERS_TOPIC" envDefault:"order-events"`
-	// The three databases and the brokers.
-	reconcile.Config
-}
+// and with the same defaults, but no chaos token — the console never holds
+// one.
+type ComposeConfig = chaosrun.ComposeDeployment
 
 // LoadComposeConfig reads a ComposeConfig from environ (variable → value)
 // and validates it.
@@ -45,42 +26,6 @@ func LoadComposeConfig(environ map[string]string) (ComposeConfig, error) {
 		return cfg, fmt.Errorf("console: %w", err)
 	}
 	return cfg, nil
-}
-
-// Validate reports every unusable setting, naming its variable.
-func (c ComposeConfig) Validate() error {
-	var errs []error
-	check := func(name, raw string) {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("%s %q is not an http URL", name, raw))
-		}
-	}
-	check("CHAOS_API_URL", c.APIURL)
-	check("CHAOS_ORDERS_ADMIN_URL", c.OrdersAdminURL)
-	check("CHAOS_LEDGER_ADMIN_URL", c.LedgerAdminURL)
-	check("CHAOS_NOTIFICATIONS_ADMIN_URL", c.NotificationsAdminURL)
-	for _, u := range c.RelayAdminURLs {
-		check("CHAOS_RELAY_ADMIN_URLS", u)
-	}
-	if c.RelayDiscover != "" {
-		if _, _, err := net.SplitHostPort(c.RelayDiscover); err != nil {
-			errs = append(errs, fmt.Errorf("CHAOS_RELAY_DISCOVER %q is not host:port (e.g. relay:9081)", c.RelayDiscover))
-		}
-		if len(c.RelayAdminURLs) > 0 {
-			errs = append(errs, errors.New("CHAOS_RELAY_ADMIN_URLS and CHAOS_RELAY_DISCOVER are both set: set one"))
-		}
-	}
-	if !slices.Contains(Modes, c.OutboxMode) {
-		errs = append(errs, fmt.Errorf("OUTBOX_MODE %q is not one of %v", c.OutboxMode, Modes))
-	}
-	if len(broker.SplitBrokers(c.KafkaBrokers)) == 0 {
-		errs = append(errs, errors.New("KAFKA_BROKERS is empty"))
-	}
-	if c.Topic == "" {
-		errs = append(errs, errors.New("ORDERS_TOPIC is empty"))
-	}
-	return errors.Join(errs...)
 }
 
 // Compose is a running docker compose deployment, reached over its admin
