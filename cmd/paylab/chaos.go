@@ -21,6 +21,17 @@ import (
 // mailpitVersion is the Mailpit the Makefile builds into the tools cache.
 const mailpitVersion = "v1.33.1"
 
+// defaultMailpit is where the Makefile builds Mailpit: the tools cache,
+// PAYLAB_TOOLS or ~/.cache/paylab/bin.
+func defaultMailpit() string {
+	tools := os.Getenv("PAYLAB_TOOLS")
+	if tools == "" {
+		home, _ := os.UserHomeDir()
+		tools = filepath.Join(home, ".cache", "paylab", "bin")
+	}
+	return filepath.Join(tools, "mailpit-"+mailpitVersion)
+}
+
 // runChaos: paylab chaos list | paylab chaos run <scenario>…|all [--target local|compose] [--relay-mode poll|wal] [--kafka-nodes 3|1] [--quick] [--json] [--out DIR]
 func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
@@ -48,12 +59,7 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	envFile := fs.String("env-file", ".env", "compose: the .env that docker compose read (the environment wins over it, as in compose)")
 	exe, _ := os.Executable()
 	bin := fs.String("bin", filepath.Dir(exe), "local: folder with the orders, ledger and notifications binaries")
-	home, _ := os.UserHomeDir()
-	tools := os.Getenv("PAYLAB_TOOLS")
-	if tools == "" {
-		tools = filepath.Join(home, ".cache", "paylab", "bin")
-	}
-	mailpit := fs.String("mailpit", filepath.Join(tools, "mailpit-"+mailpitVersion), "local: Mailpit binary (make mailpit builds it)")
+	mailpit := fs.String("mailpit", defaultMailpit(), "local: Mailpit binary (make mailpit builds it)")
 	relayMode := fs.String("relay-mode", chaosrun.RelayPoll, "local: the relays' RELAY_MODE, poll (claim rows with leases) or wal (stream a replication slot);\n"+
 		"compose: the deployment's RELAY_MODE is read from the environment and .env instead")
 	kafkaNodes := fs.Int("kafka-nodes", 3, "local: brokers of the private Kafka: 3 (replication factor 3, min.insync.replicas 2) or 1 (the scenarios that kill brokers are skipped)")

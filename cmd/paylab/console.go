@@ -39,12 +39,7 @@ func runConsole(ctx context.Context, args []string, out io.Writer) error {
 	envFile := fs.String("env-file", ".env", "compose: the .env that docker compose read (the environment wins over it)")
 	exe, _ := os.Executable()
 	bin := fs.String("bin", filepath.Dir(exe), "local: folder with the orders, ledger and notifications binaries")
-	home, _ := os.UserHomeDir()
-	tools := os.Getenv("PAYLAB_TOOLS")
-	if tools == "" {
-		tools = filepath.Join(home, ".cache", "paylab", "bin")
-	}
-	mailpit := fs.String("mailpit", filepath.Join(tools, "mailpit-"+mailpitVersion), "local: Mailpit binary (make mailpit builds it)")
+	mailpit := fs.String("mailpit", defaultMailpit(), "local: Mailpit binary (make mailpit builds it)")
 	logs := fs.String("logs", "", "local: folder for the processes' logs (default: a temporary folder)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,19 +14,6 @@ import (
 
 	"github.com/paylab/paylab/internal/testkit/testenv"
 )
-
-// buildServices builds the orders, ledger and notifications binaries into a
-// folder of the test's own.
-func buildServices(t *testing.T) string {
-	t.Helper()
-	bin := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", bin+"/", "github.com/paylab/paylab/services/orders",
-		"github.com/paylab/paylab/services/ledger", "github.com/paylab/paylab/services/notifications")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the services: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // standIn starts what docker compose would run — the orders API, two relays,
 // the ledger and notifications with their chaos controls on — as the local
@@ -39,7 +25,7 @@ func standIn(t *testing.T, ctx context.Context) (*Deployment, map[string]string)
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	e := &Env{
-		Bin: buildServices(t), LogDir: t.TempDir(),
+		Bin: testenv.BuildServices(t), LogDir: t.TempDir(),
 		adminURL: testenv.AdminURL(), brokers: testenv.Brokers(),
 		smtp:   testenv.StartMailpit(t).SMTPAddr,
 		prefix: "cc" + hex.EncodeToString(suffix) + "-",

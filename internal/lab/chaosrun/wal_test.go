@@ -23,7 +23,7 @@ func TestWALRelayScenarios(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	e := &Env{Bin: buildServices(t), Mailpit: testenv.MailpitBinary(t), LogDir: t.TempDir(), RelayMode: RelayWAL, KafkaNodes: 1}
+	e := &Env{Bin: testenv.BuildServices(t), Mailpit: testenv.MailpitBinary(t), LogDir: t.TempDir(), RelayMode: RelayWAL, KafkaNodes: 1}
 	if err := e.Start(ctx); err != nil {
 		e.Stop()
 		t.Fatal(err)

@@ -56,7 +56,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	_, _ = rand.Read(tokenBytes)
 	tok := hex.EncodeToString(tokenBytes)
 	d, err := console.StartLocal(ctx, console.LocalConfig{
-		Bin: buildServices(t), LogDir: t.TempDir(), Token: tok,
+		Bin: testenv.BuildServices(t), LogDir: t.TempDir(), Token: tok,
 		Servers: chaosrun.Servers{AdminURL: testenv.AdminURL(), Brokers: testenv.Brokers(), SMTPAddr: testenv.StartMailpit(t).SMTPAddr},
 	})
 	if err != nil {
@@ -284,19 +284,6 @@ func chromium(t *testing.T) string {
 	}
 	t.Fatalf("the console's browser test needs headless Chromium: apt-get install chromium (or set %s; %s=1 skips the test)", chromiumEnv, skipBrowserEnv)
 	return ""
-}
-
-// buildServices builds the orders, ledger and notifications binaries into
-// a folder of the test's own.
-func buildServices(t *testing.T) string {
-	t.Helper()
-	bin := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", bin+"/", "github.com/paylab/paylab/services/orders",
-		"github.com/paylab/paylab/services/ledger", "github.com/paylab/paylab/services/notifications")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the services: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // logs prints the processes' logs.
