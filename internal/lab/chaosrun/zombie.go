@@ -129,13 +129,14 @@ func relayPausedPastLease(ctx context.Context, d *Deployment, _ Sizes) (string, 
 	return note, time.Since(stopped), nil
 }
 
-// ledgerPaused freezes one of two ledger instances (SIGSTOP) past the
-// consumer group's session timeout: the group coordinator evicts it and its
-// partitions move to the other instance. Woken (SIGCONT), it still holds
-// what it fetched and the offsets it marked: whatever it applies again is
-// absorbed by the inbox, and its offset commits, from a stale generation,
-// must be refused — a committed offset going backwards counts as a zombie
-// write.
+// ledgerPaused freezes one of two ledger instances (SIGSTOP) in the middle
+// of applying a batch — its transaction open, its inbox rows written but not
+// committed — past the consumer group's session timeout: the coordinator
+// evicts it and its partitions move to the other instance, which meets the
+// same events. Woken (SIGCONT), the frozen one commits what it applied: the
+// other's attempt must then be skipped as a duplicate by the inbox, and the
+// woken one's offset commits, from a stale generation, refused — a committed
+// offset going backwards counts as a zombie write.
 func ledgerPaused(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
 	w, err := watchOffsets(ctx, d)
 	if err != nil {
@@ -146,7 +147,23 @@ func ledgerPaused(ctx context.Context, d *Deployment, _ Sizes) (string, time.Dur
 	all := len(d.Ledgers)
 	w.waitMembers(ctx, func(n int) bool { return n == all })
 	zombie := d.Ledgers[0]
-	dupsBefore, _ := zombie.Metric(ctx, "paylab_inbox_duplicates_total")
+	duplicates := func() float64 {
+		var n float64
+		for _, l := range d.Ledgers {
+			v, _ := l.Metric(ctx, "paylab_inbox_duplicates_total")
+			n += v
+		}
+		return n
+	}
+	dupsBefore := duplicates()
+	// A delay inside the transaction holds it there long enough to freeze.
+	const point = "ledger.after_apply_before_commit"
+	if err := zombie.Arm(ctx, point, chaos.Fault{Action: chaos.Delay, Delay: chaos.Duration(2 * time.Second)}); err != nil {
+		return "", 0, err
+	}
+	if err := zombie.waitFired(ctx, point); err != nil {
+		return "", 0, fmt.Errorf("%s never applied a batch", zombie.Name)
+	}
 	stopped, wake, err := zombie.freeze(d)
 	if err != nil {
 		return "", 0, err
@@ -154,11 +171,14 @@ func ledgerPaused(ctx context.Context, d *Deployment, _ Sizes) (string, time.Dur
 	defer wake()
 	w.waitMembers(ctx, func(n int) bool { return n < all })
 	evicted := time.Since(stopped)
-	pause(ctx, 2*time.Second) // the others consume its partitions meanwhile
+	pause(ctx, 2*time.Second) // the other takes its partitions over meanwhile
 	if err := wake(); err != nil {
 		return "", 0, err
 	}
 	woke := time.Now()
+	if err := zombie.chaos.DisarmAll(ctx); err != nil {
+		return "", 0, fmt.Errorf("disarming %s: %w", zombie.Name, err)
+	}
 	w.waitMembers(ctx, func(n int) bool { return n == all })
 	rejoined := time.Since(woke)
 	if ctx.Err() != nil {
@@ -167,9 +187,8 @@ func ledgerPaused(ctx context.Context, d *Deployment, _ Sizes) (string, time.Dur
 	pause(ctx, 3*time.Second) // its first commits of the new generation
 	w.stop()
 	d.zombie = w.regressions()
-	dups, _ := zombie.Metric(ctx, "paylab_inbox_duplicates_total")
-	return fmt.Sprintf("%s frozen; evicted from the group after %s, its partitions moved; woken after %s, rejoined in %s; "+
-		"%.0f deliveries skipped as duplicates by it; committed offsets went back %d times",
+	return fmt.Sprintf("%s frozen inside a transaction; evicted from the group after %s, its partitions moved; woken after %s, rejoined in %s; "+
+		"%.0f deliveries skipped as duplicates by the inboxes; committed offsets went back %d times",
 		zombie.Name, evicted.Round(100*time.Millisecond), woke.Sub(stopped).Round(100*time.Millisecond),
-		rejoined.Round(100*time.Millisecond), dups-dupsBefore, d.zombie), rejoined, nil
+		rejoined.Round(100*time.Millisecond), duplicates()-dupsBefore, d.zombie), rejoined, nil
 }
