@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/paylab/paylab/api/apidocs"
 )
 
 // StatusCode is an error status with a problem code.
@@ -33,7 +35,7 @@ func (c *Contract) Codes() ([]StatusCode, error) {
 		if mt == nil {
 			return nil
 		}
-		codes := codeEnum(mt.Schema)
+		codes := apidocs.Codes(mt.Schema)
 		if len(codes) == 0 {
 			return fmt.Errorf("%s %d: a problem response without an enum of its codes", where, status)
 		}
@@ -66,25 +68,6 @@ func (c *Contract) Codes() ([]StatusCode, error) {
 	}
 	sortCodes(out)
 	return out, nil
-}
-
-// codeEnum finds the enum of the code property in a schema or its allOf.
-func codeEnum(ref *openapi3.SchemaRef) []string {
-	if ref == nil || ref.Value == nil {
-		return nil
-	}
-	var codes []string
-	if p := ref.Value.Properties["code"]; p != nil && p.Value != nil {
-		for _, v := range p.Value.Enum {
-			if s, ok := v.(string); ok {
-				codes = append(codes, s)
-			}
-		}
-	}
-	for _, sub := range ref.Value.AllOf {
-		codes = append(codes, codeEnum(sub)...)
-	}
-	return codes
 }
 
 // Call names a function whose calls emit a problem: the positions of its

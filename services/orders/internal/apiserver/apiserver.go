@@ -1,5 +1,5 @@
 // Package apiserver runs the orders API process: the public HTTP listener,
-// the admin listener (/healthz, /readyz, /metrics) and the idempotency-key
+// the admin listener (/healthz, /readyz, /metrics, /docs) and the idempotency-key
 // pruner, with a graceful shutdown.
 package apiserver
 
@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paylab/paylab/api/apidocs"
 	"github.com/paylab/paylab/internal/platform/admin"
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/chaos"
@@ -85,6 +86,11 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 
 	apiSrv := publicServer(cfg.HTTPAddr, orderhttp.Routes(app, log, metrics), log)
 	adminRoutes := admin.Handler(reg, map[string]admin.Check{"database": pool.Ping})
+	docs, err := apidocs.Handler()
+	if err != nil {
+		return err
+	}
+	adminRoutes.Get(apidocs.Route, docs)
 	if err := chaos.Mount(adminRoutes, chaos.Default, cfg.ChaosEnabled, cfg.ChaosToken); err != nil {
 		return err
 	}

@@ -174,9 +174,14 @@ func TestAdminListener(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	if status, body := get(t, p.admin+"/docs"); status != http.StatusOK || !strings.Contains(body, `id="placePayment"`) {
+		t.Errorf("/docs = %d, want 200 and the API's page", status)
+	}
 	// The public listener does not serve the admin routes.
-	if status, _ := get(t, p.api+"/metrics"); status != http.StatusNotFound {
-		t.Errorf("public /metrics = %d, want 404", status)
+	for _, path := range []string{"/metrics", "/docs"} {
+		if status, _ := get(t, p.api+path); status != http.StatusNotFound {
+			t.Errorf("public %s = %d, want 404", path, status)
+		}
 	}
 	if err := p.stop(); err != nil {
 		t.Fatalf("graceful shutdown: %v", err)
