@@ -13,8 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/compose-spec/compose-go/v2/dotenv"
-
 	"github.com/paylab/paylab/internal/lab/chaosrun"
 )
 
@@ -160,15 +158,9 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 // environment over envFile, as docker compose interpolates them — and
 // checks that it is up and takes the chaos token.
 func composeTarget(ctx context.Context, envFile string, required bool, out io.Writer) (*chaosrun.Compose, error) {
-	environ := map[string]string{}
-	if _, err := os.Stat(envFile); err == nil || required {
-		if environ, err = dotenv.ReadWithLookup(os.LookupEnv, envFile); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", envFile, err)
-		}
-	}
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		environ[k] = v
+	environ, err := readEnviron(envFile, required)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := chaosrun.LoadComposeConfig(environ)
 	if err != nil {
