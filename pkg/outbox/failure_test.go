@@ -43,7 +43,7 @@ func TestCrashedRelaysLeasesAreTakenOverAfterTheTTL(t *testing.T) {
 
 func testTakeover(t *testing.T, point string, wantDuplicates bool) {
 	const (
-		ttl      = 2 * time.Second
+		ttl      = 4 * time.Second // the dead relay's lease
 		poll     = 500 * time.Millisecond
 		events   = 100
 		childBat = 30
@@ -70,20 +70,25 @@ func testTakeover(t *testing.T, point string, wantDuplicates bool) {
 	crashed := time.Now()
 	var held int64
 	var leaseEnd time.Time
-	err = pool.QueryRow(ctx, `SELECT count(*), max(leased_until) FROM outbox
-		WHERE lease_owner = 'doomed' AND dispatched_at IS NULL`).Scan(&held, &leaseEnd)
+	var heldIDs []string
+	err = pool.QueryRow(ctx, `SELECT count(*), max(leased_until), array_agg(event_id::text) FROM outbox
+		WHERE lease_owner = 'doomed' AND dispatched_at IS NULL`).Scan(&held, &leaseEnd, &heldIDs)
 	if err != nil || held != childBat {
 		t.Fatalf("the dead relay holds %d events (%v), want %d", held, err, childBat)
 	}
 
-	// The survivor.
+	// The survivor. Its own leases are long: on a loaded machine a claim,
+	// publish or mark that outlasts a short lease's budgets (a quarter of it
+	// for the database) would make it take back its own rows too, which is
+	// correct at-least-once behaviour but not what this test counts.
 	reg := prometheus.NewRegistry()
 	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
-		ID: "survivor", BatchSize: 50, LeaseTTL: ttl, PollInterval: poll, Registerer: reg, Logger: testLogger(t),
+		ID: "survivor", BatchSize: 50, LeaseTTL: time.Minute, PollInterval: poll, Registerer: reg, Logger: testLogger(t),
 	})
 	// The events the dead relay did not hold are published at once ...
-	testenv.Eventually(t, 10*time.Second, "the unleased events published", func() bool {
-		return undispatched(t, ctx, pool) == held
+	testenv.Eventually(t, time.Minute, "the unleased events published", func() bool {
+		return queryInt(t, ctx, pool, `SELECT count(*) FROM outbox
+			WHERE dispatched_at IS NULL AND event_id::text <> ALL($1)`, heldIDs) == 0
 	})
 	// ... its own once the lease has expired.
 	testenv.Eventually(t, ttl+poll+time.Minute, "the dead relay's events taken over", func() bool {
