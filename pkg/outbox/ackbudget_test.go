@@ -41,7 +41,7 @@ func lateAcks(next outbox.Publisher, delay time.Duration) outbox.Publisher {
 // events that were in fact sent, and they go on the wire a second time.
 func TestSlowAcksRenewTheLeaseInsteadOfRepublishing(t *testing.T) {
 	t.Parallel()
-	const ttl, delay, events = 2 * time.Second, 2600 * time.Millisecond, 20
+	const ttl, delay, events = 4 * time.Second, 5200 * time.Millisecond, 20
 	for _, tc := range []struct {
 		name           string
 		maxPublishWait time.Duration
