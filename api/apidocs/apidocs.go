@@ -10,9 +10,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -24,12 +24,22 @@ import (
 // Route is the path of the page on the admin listener.
 const Route = "/docs"
 
-// Page renders the document. It fails only if api/openapi.yaml does not
-// parse, which its tests rule out.
-func Page() ([]byte, error) {
+// Load parses api/openapi.yaml, resolving its references; it does not
+// validate it (package apitest does).
+func Load() (*openapi3.T, error) {
 	doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI())
 	if err != nil {
 		return nil, fmt.Errorf("loading api/openapi.yaml: %w", err)
+	}
+	return doc, nil
+}
+
+// Page renders the document. It fails only if api/openapi.yaml does not
+// parse, which its tests rule out.
+func Page() ([]byte, error) {
+	doc, err := Load()
+	if err != nil {
+		return nil, err
 	}
 	v, err := view(doc)
 	if err != nil {
@@ -116,85 +126,37 @@ type propertyView struct {
 
 func view(doc *openapi3.T) (docView, error) {
 	v := docView{Title: doc.Info.Title, Version: doc.Info.Version, Description: markdown(doc.Info.Description)}
-	byTag := map[string]*groupView{}
+	group := map[string]int{} // tag → index in v.Groups
+	addGroup := func(tag, description string) int {
+		group[tag] = len(v.Groups)
+		v.Groups = append(v.Groups, groupView{Tag: tag, Description: markdown(description)})
+		return group[tag]
+	}
 	for _, t := range doc.Tags {
-		v.Groups = append(v.Groups, groupView{Tag: t.Name, Description: markdown(t.Description)})
+		addGroup(t.Name, t.Description)
 	}
-	for i := range v.Groups {
-		byTag[v.Groups[i].Tag] = &v.Groups[i]
-	}
-	paths := doc.Paths.InMatchingOrder()
-	sort.Strings(paths)
-	for _, path := range paths {
+	for _, path := range slices.Sorted(maps.Keys(doc.Paths.Map())) {
 		item := doc.Paths.Value(path)
-		service, _ := item.Extensions["x-paylab-service"].(string)
-		servers := doc.Servers
-		if len(item.Servers) > 0 {
-			servers = item.Servers
-		}
 		for _, method := range methods(item) {
-			op := item.GetOperation(method)
+			ov, err := operation(doc, path, item, method)
+			if err != nil {
+				return docView{}, err
+			}
 			tag := "other"
-			if len(op.Tags) > 0 {
-				tag = op.Tags[0]
+			if tags := item.GetOperation(method).Tags; len(tags) > 0 {
+				tag = tags[0]
 			}
-			g := byTag[tag]
-			if g == nil {
-				v.Groups = append(v.Groups, groupView{Tag: tag})
-				for i := range v.Groups {
-					byTag[v.Groups[i].Tag] = &v.Groups[i]
-				}
-				g = byTag[tag]
+			i, ok := group[tag]
+			if !ok {
+				i = addGroup(tag, "")
 			}
-			ov := operationView{
-				ID: op.OperationID, Method: method, Path: path, Summary: op.Summary,
-				Service: service, Description: markdown(op.Description),
-			}
-			if len(servers) > 0 {
-				ov.Server = servers[0].URL
-			}
-			for _, p := range append(slices.Clone(item.Parameters), op.Parameters...) {
-				if p.Value == nil {
-					continue
-				}
-				ov.Parameters = append(ov.Parameters, parameterView{
-					Name: p.Value.Name, In: p.Value.In, Required: p.Value.Required,
-					Type: typeOf(p.Value.Schema), Description: markdown(p.Value.Description),
-				})
-			}
-			if op.RequestBody != nil && op.RequestBody.Value != nil {
-				ov.Body = contents(op.RequestBody.Value.Content)
-			}
-			statuses := make([]string, 0, op.Responses.Len())
-			for status := range op.Responses.Map() {
-				statuses = append(statuses, status)
-			}
-			sort.Strings(statuses)
-			for _, status := range statuses {
-				r := op.Responses.Value(status).Value
-				if r == nil {
-					return docView{}, fmt.Errorf("%s %s: response %s is not resolved", method, path, status)
-				}
-				rv := responseView{Status: status, Content: contents(r.Content)}
-				if r.Description != nil {
-					rv.Description = markdown(*r.Description)
-				}
-				for h := range r.Headers {
-					rv.Headers = append(rv.Headers, h)
-				}
-				sort.Strings(rv.Headers)
-				for _, mt := range sortedKeys(r.Content) {
-					rv.Codes = append(rv.Codes, Codes(r.Content[mt].Schema)...)
-				}
-				ov.Responses = append(ov.Responses, rv)
-			}
-			g.Operations = append(g.Operations, ov)
+			v.Groups[i].Operations = append(v.Groups[i].Operations, ov)
 		}
 	}
-	for _, name := range sortedKeys(doc.Components.Schemas) {
+	for _, name := range slices.Sorted(maps.Keys(doc.Components.Schemas)) {
 		s := doc.Components.Schemas[name].Value
 		sv := schemaView{Name: name, Type: typeOf(&openapi3.SchemaRef{Value: s}), Description: markdown(s.Description)}
-		for _, prop := range sortedKeys(s.Properties) {
+		for _, prop := range slices.Sorted(maps.Keys(s.Properties)) {
 			p := s.Properties[prop]
 			desc := ""
 			if p.Value != nil {
@@ -207,6 +169,50 @@ func view(doc *openapi3.T) (docView, error) {
 		v.Schemas = append(v.Schemas, sv)
 	}
 	return v, nil
+}
+
+// operation renders the operation of item under method.
+func operation(doc *openapi3.T, path string, item *openapi3.PathItem, method string) (operationView, error) {
+	op := item.GetOperation(method)
+	service, _ := item.Extensions["x-paylab-service"].(string)
+	ov := operationView{
+		ID: op.OperationID, Method: method, Path: path, Summary: op.Summary,
+		Service: service, Description: markdown(op.Description),
+	}
+	servers := doc.Servers
+	if len(item.Servers) > 0 {
+		servers = item.Servers
+	}
+	if len(servers) > 0 {
+		ov.Server = servers[0].URL
+	}
+	for _, p := range append(slices.Clone(item.Parameters), op.Parameters...) {
+		if p.Value == nil {
+			continue
+		}
+		ov.Parameters = append(ov.Parameters, parameterView{
+			Name: p.Value.Name, In: p.Value.In, Required: p.Value.Required,
+			Type: typeOf(p.Value.Schema), Description: markdown(p.Value.Description),
+		})
+	}
+	if op.RequestBody != nil && op.RequestBody.Value != nil {
+		ov.Body = contents(op.RequestBody.Value.Content)
+	}
+	for _, status := range slices.Sorted(maps.Keys(op.Responses.Map())) {
+		r := op.Responses.Value(status).Value
+		if r == nil {
+			return operationView{}, fmt.Errorf("%s %s: response %s is not resolved", method, path, status)
+		}
+		rv := responseView{Status: status, Headers: slices.Sorted(maps.Keys(r.Headers)), Content: contents(r.Content)}
+		if r.Description != nil {
+			rv.Description = markdown(*r.Description)
+		}
+		for _, mt := range slices.Sorted(maps.Keys(r.Content)) {
+			rv.Codes = append(rv.Codes, Codes(r.Content[mt].Schema)...)
+		}
+		ov.Responses = append(ov.Responses, rv)
+	}
+	return ov, nil
 }
 
 // methods lists the methods of a path item in a fixed order.
@@ -222,13 +228,13 @@ func methods(item *openapi3.PathItem) []string {
 
 func contents(c openapi3.Content) []contentView {
 	var out []contentView
-	for _, mt := range sortedKeys(c) {
+	for _, mt := range slices.Sorted(maps.Keys(c)) {
 		m := c[mt]
 		cv := contentView{MediaType: mt, Type: typeOf(m.Schema)}
 		if m.Example != nil {
 			cv.Examples = append(cv.Examples, exampleView{Name: "example", JSON: pretty(m.Example)})
 		}
-		for _, name := range sortedKeys(m.Examples) {
+		for _, name := range slices.Sorted(maps.Keys(m.Examples)) {
 			if ex := m.Examples[name]; ex.Value != nil {
 				cv.Examples = append(cv.Examples, exampleView{Name: name, JSON: pretty(ex.Value.Value)})
 			}
@@ -334,15 +340,6 @@ func markdown(src string) template.HTML {
 		return template.HTML(template.HTMLEscapeString(src))
 	}
 	return template.HTML(buf.String())
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 var page = template.Must(template.New("docs").Parse(`<!doctype html>

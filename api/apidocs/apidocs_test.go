@@ -7,10 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"golang.org/x/net/html"
 
-	"github.com/paylab/paylab/api"
 	"github.com/paylab/paylab/api/apidocs"
 )
 
@@ -71,7 +69,7 @@ func TestThePageShowsEveryOperationResponseCodeAndSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI())
+	doc, err := apidocs.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

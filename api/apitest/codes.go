@@ -1,6 +1,7 @@
 package apitest
 
 import (
+	"cmp"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -8,6 +9,7 @@ import (
 	"go/types"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,7 +93,8 @@ type Emitted struct {
 // calls, by reading the source: a code added in a new call is found
 // without anyone listing it.
 func ScanSource(dir string, calls ...Call) (Emitted, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	fset := token.NewFileSet()
+	files, err := ParseSource(fset, dir)
 	if err != nil {
 		return Emitted{}, err
 	}
@@ -100,17 +103,9 @@ func ScanSource(dir string, calls ...Call) (Emitted, error) {
 		byName[c.Func] = c
 	}
 	statuses := statusConstants()
-	fset := token.NewFileSet()
 	seen := map[StatusCode]bool{}
 	var out Emitted
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, file, nil, 0)
-		if err != nil {
-			return Emitted{}, fmt.Errorf("parsing %s: %w", file, err)
-		}
+	for _, f := range files {
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Body == nil {
@@ -147,6 +142,26 @@ func ScanSource(dir string, calls ...Call) (Emitted, error) {
 	sortCodes(out.Codes)
 	sort.Strings(out.Dynamic)
 	return out, nil
+}
+
+// ParseSource parses the non-test Go files of dir.
+func ParseSource(fset *token.FileSet, dir string) ([]*ast.File, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", name, err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }
 
 func funcName(e ast.Expr) string {
@@ -221,10 +236,7 @@ func statusConstants() map[string]int {
 }
 
 func sortCodes(s []StatusCode) {
-	sort.Slice(s, func(i, j int) bool {
-		if s[i].Status != s[j].Status {
-			return s[i].Status < s[j].Status
-		}
-		return s[i].Code < s[j].Code
+	slices.SortFunc(s, func(a, b StatusCode) int {
+		return cmp.Or(cmp.Compare(a.Status, b.Status), strings.Compare(a.Code, b.Code))
 	})
 }

@@ -12,13 +12,14 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
-	"github.com/paylab/paylab/api"
+	"github.com/paylab/paylab/api/apidocs"
 )
 
 // ServiceExtension names the process that serves a path (a Path Item
@@ -45,11 +46,14 @@ var (
 )
 
 // Load parses the document and validates it as OpenAPI 3.1, its examples
-// against their schemas included.
-func Load() (*openapi3.T, error) {
-	doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI())
+// against their schemas included. It does so once per test binary: the
+// document it returns is shared and must not be modified.
+func Load() (*openapi3.T, error) { return load() }
+
+var load = sync.OnceValues(func() (*openapi3.T, error) {
+	doc, err := apidocs.Load()
 	if err != nil {
-		return nil, fmt.Errorf("loading api/openapi.yaml: %w", err)
+		return nil, err
 	}
 	if !doc.IsOpenAPI31OrLater() {
 		return nil, fmt.Errorf("api/openapi.yaml is OpenAPI %s, want 3.1", doc.OpenAPI)
@@ -58,7 +62,7 @@ func Load() (*openapi3.T, error) {
 		return nil, fmt.Errorf("validating api/openapi.yaml: %w", err)
 	}
 	return doc, nil
-}
+})
 
 // Contract is the document's contract for one service.
 type Contract struct {
@@ -154,28 +158,24 @@ func (c *Contract) check(e Exchange, requests bool) error {
 	opts.WithCustomSchemaErrorFunc(schemaError)
 
 	route, params, err := c.router.FindRoute(req)
-	var unmatched *openapi3.ResponseRef
+	unmatched := 0 // the status of the router's own answer, if it gives one
 	switch {
 	case errors.Is(err, routers.ErrPathNotFound):
-		unmatched = c.unmatched[http.StatusNotFound]
+		unmatched = http.StatusNotFound
 	case errors.Is(err, routers.ErrMethodNotAllowed):
-		unmatched = c.unmatched[http.StatusMethodNotAllowed]
+		unmatched = http.StatusMethodNotAllowed
 	case err != nil:
 		return fmt.Errorf("%s: routing: %w", e, err)
 	}
-	if unmatched != nil {
+	if unmatched != 0 {
 		// An operation whose one response is the router's answer.
-		status := http.StatusNotFound
-		if errors.Is(err, routers.ErrMethodNotAllowed) {
-			status = http.StatusMethodNotAllowed
-		}
 		route = &routers.Route{Spec: c.doc, Path: req.URL.Path, Method: req.Method,
-			Operation: &openapi3.Operation{Responses: openapi3.NewResponses(openapi3.WithStatus(status, unmatched))}}
+			Operation: &openapi3.Operation{Responses: openapi3.NewResponses(openapi3.WithStatus(unmatched, c.unmatched[unmatched]))}}
 	}
 
 	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
 	var reqErr error
-	if requests && unmatched == nil {
+	if requests && unmatched == 0 {
 		reqErr = openapi3filter.ValidateRequest(ctx, in)
 	}
 	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: e.Status, Header: e.Header, Options: opts}
@@ -184,7 +184,7 @@ func (c *Contract) check(e Exchange, requests bool) error {
 	var errs []error
 	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
 		what := "the response is not one the document describes"
-		if unmatched != nil {
+		if unmatched != 0 {
 			what = "the answer to an unknown path or method is not the document's"
 		}
 		errs = append(errs, fmt.Errorf("%s: %w\n%s", what, err, clip(e.Body)))

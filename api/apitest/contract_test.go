@@ -49,10 +49,7 @@ func exchange(method, path, reqBody string, status int, contentType, body string
 // drift: it can fail.
 func TestCheck(t *testing.T) {
 	t.Parallel()
-	c, err := apitest.New(apitest.Orders)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apitest.ContractOf(t, apitest.Orders)
 	const pay, js, pj = "/v1/payments", "application/json", "application/problem+json"
 	tests := []struct {
 		name string
@@ -120,10 +117,7 @@ func (f *fakeT) Errorf(format string, args ...any) {
 // violations, from any goroutine, fail the test when it ends.
 func TestHandlerReportsViolations(t *testing.T) {
 	t.Parallel()
-	c, err := apitest.New(apitest.Orders)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apitest.ContractOf(t, apitest.Orders)
 	for _, tt := range []struct {
 		status int
 		body   string
@@ -188,10 +182,7 @@ func TestHandlerReportsViolations(t *testing.T) {
 // The documented operations are compared with a router's both ways.
 func TestCompareOperations(t *testing.T) {
 	t.Parallel()
-	c, err := apitest.New(apitest.Ledger)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apitest.ContractOf(t, apitest.Ledger)
 	r := chi.NewRouter()
 	noop := func(http.ResponseWriter, *http.Request) {}
 	r.Get("/v1/accounts/{id}", noop)
@@ -215,10 +206,7 @@ func TestCompareOperations(t *testing.T) {
 // source finds the codes a package emits.
 func TestCodes(t *testing.T) {
 	t.Parallel()
-	c, err := apitest.New(apitest.Orders)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := apitest.ContractOf(t, apitest.Orders)
 	codes, err := c.Codes()
 	if err != nil {
 		t.Fatal(err)

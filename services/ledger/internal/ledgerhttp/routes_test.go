@@ -3,7 +3,6 @@ package ledgerhttp_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -53,8 +52,7 @@ func TestReadAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	h := apitest.ContractOf(t, apitest.Ledger).Handler(t, ledgerhttp.Routes(pool, log))
+	h := apitest.ContractOf(t, apitest.Ledger).Handler(t, ledgerhttp.Routes(pool, slog.New(slog.DiscardHandler)))
 
 	for name, want := range map[string]int64{"merchant:mer_7": 1499, "customer:cus_42": -1499} {
 		var acc ledgerhttp.Account
