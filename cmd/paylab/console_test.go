@@ -150,3 +150,25 @@ func TestConsoleComposeTarget(t *testing.T) {
 		t.Errorf("a stray argument: %v", err)
 	}
 }
+
+// The compose settings are the environment over .env, as docker compose
+// reads them: a variable set in both is the environment's, and a .env that
+// is not there is no error unless it was asked for.
+func TestConsoleEnvironmentWinsOverDotEnv(t *testing.T) {
+	dotEnv := filepath.Join(t.TempDir(), ".env")
+	if err := os.WriteFile(dotEnv, []byte("PAYLAB_CONSOLE_BOTH=file\nPAYLAB_CONSOLE_FILE=file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PAYLAB_CONSOLE_BOTH", "environment")
+	environ, err := readEnviron(dotEnv, true)
+	if err != nil || environ["PAYLAB_CONSOLE_BOTH"] != "environment" || environ["PAYLAB_CONSOLE_FILE"] != "file" {
+		t.Errorf("both %q, file only %q, error %v", environ["PAYLAB_CONSOLE_BOTH"], environ["PAYLAB_CONSOLE_FILE"], err)
+	}
+	missing := filepath.Join(t.TempDir(), ".env")
+	if environ, err := readEnviron(missing, false); err != nil || environ["PAYLAB_CONSOLE_BOTH"] != "environment" {
+		t.Errorf("no .env, not asked for: %v", err)
+	}
+	if _, err := readEnviron(missing, true); err == nil {
+		t.Error("no .env, asked for: no error")
+	}
+}

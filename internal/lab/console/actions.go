@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/loadgen"
@@ -81,19 +80,17 @@ func (s *Server) placeLoad(w http.ResponseWriter, r *http.Request) {
 	}
 	s.seed++
 	s.load = LoadView{Running: true, Count: req.Count, Rate: req.Rate}
-	created := &atomic.Uint64{}
-	s.created = created
+	s.created.Store(0)
 	cfg := loadgen.Config{BaseURL: s.d.APIURL(), Rate: req.Rate, Count: req.Count, Seed: s.seed, Timeout: 30 * time.Second,
-		OnCreated: func(string) { created.Add(1) }}
+		OnCreated: func(string) { s.created.Add(1) }}
 	go func() {
 		rep, err := loadgen.Run(s.bg, cfg)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.load.Running, s.load.Created, s.load.StatusCode = false, created.Load(), rep.StatusCode
+		s.load.Running, s.load.StatusCode = false, rep.StatusCode
 		if err != nil {
 			s.load.Error = s.failed("placing payments", err)
 		}
-		s.created = nil
 	}()
 	writeJSON(w, http.StatusAccepted, map[string]any{"count": req.Count, "rate": req.Rate})
 }
@@ -146,8 +143,8 @@ func (s *Server) check(ep *epoch) (*Check, error) {
 	if c.Violations == nil {
 		c.Violations = []string{}
 	}
-	if all := rep.Violations(); len(ep.base.Violations()) > 0 {
-		c.Before = all
+	if len(ep.base.Violations()) > 0 {
+		c.Before = rep.Violations()
 	}
 	return c, nil
 }
@@ -170,7 +167,7 @@ func (s *Server) switchMode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("mode %q is not one of %v", req.Mode, Modes))
 		return
 	}
-	orders, ok := s.procByRole(r.Context(), RoleOrders)
+	orders, ok := s.proc(r.Context(), "orders")
 	if !ok {
 		writeError(w, http.StatusBadGateway, "no orders API")
 		return
@@ -181,9 +178,7 @@ func (s *Server) switchMode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "the orders API does not answer: try again once it is up")
 		return
 	case status/100 != 2:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = w.Write(body)
+		writeAnswer(w, status, body)
 		return
 	}
 	s.mu.Lock()
@@ -236,15 +231,6 @@ func (s *Server) failed(what string, err error) string {
 		return what + " was stopped"
 	}
 	return what + " failed: a database, Kafka or a process did not answer in time (the console's log has the detail)"
-}
-
-func (s *Server) procByRole(ctx context.Context, role string) (Proc, bool) {
-	for _, p := range s.d.Procs(ctx) {
-		if p.Role == role {
-			return p, true
-		}
-	}
-	return Proc{}, false
 }
 
 // decode reads a small JSON body into v, or answers 400.

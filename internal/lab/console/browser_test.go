@@ -5,10 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,31 +65,23 @@ func TestConsoleInABrowser(t *testing.T) {
 			logs(t, d.LogDir())
 		}
 	}()
-	srvCtx, stopSrv := context.WithCancel(ctx)
-	srv, err := console.New(srvCtx, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Run(srvCtx) }()
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { hs.Close(); stopSrv(); <-served })
+	base := serve(t, ctx, d)
 
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1500, 1150))...)
 	defer cancelAlloc()
 	tab, cancelTab := chromedp.NewContext(alloc)
 	defer cancelTab()
-	b := &page{t: t, ctx: tab, base: hs.URL}
+	b := &page{t: t, ctx: tab}
 
-	b.do(chromedp.Navigate(hs.URL + "/"))
+	b.do(chromedp.Navigate(base + "/"))
 	b.wait("every process up", `document.querySelectorAll(".proc .dot.up").length === 5`)
 	if !b.eval(`[...document.querySelectorAll(".needs-token")].every(el => el.disabled)`) {
 		t.Error("without a token the toggles are enabled")
 	}
 	// Not only disabled: the processes refuse a toggle without the token.
 	const point = "orders.after_commit_before_publish"
-	status, body := send(t, http.MethodPut, hs.URL+"/api/procs/orders/faults/"+point, "", `{"action":"crash","count":1}`)
+	status, body := send(t, http.MethodPut, base+"/api/procs/orders/faults/"+point, "", `{"action":"crash","count":1}`)
 	if status != http.StatusUnauthorized {
 		t.Errorf("a toggle without the token: %d %s, want the orders API's 401", status, body)
 	}
@@ -146,9 +135,8 @@ func TestConsoleInABrowser(t *testing.T) {
 
 // page drives the console's page in the browser tab ctx.
 type page struct {
-	t    *testing.T
-	ctx  context.Context
-	base string
+	t   *testing.T
+	ctx context.Context
 }
 
 func (b *page) do(steps ...chromedp.Action[chromedp.Void]) {

@@ -24,6 +24,7 @@ import (
 // end offsets and the processes' admin listeners.
 type collector struct {
 	d    Deployment
+	src  reconcile.Sources
 	log  *slog.Logger
 	http *http.Client
 
@@ -38,7 +39,7 @@ type collector struct {
 
 func newCollector(d Deployment, log *slog.Logger) (*collector, error) {
 	src := d.Sources()
-	c := &collector{d: d, log: log, http: &http.Client{Timeout: 2 * time.Second}, pools: map[string]*pgxpool.Pool{},
+	c := &collector{d: d, src: src, log: log, http: &http.Client{Timeout: 2 * time.Second}, pools: map[string]*pgxpool.Pool{},
 		rates: rates{}, started: map[string]float64{}, restarts: map[string]int{}}
 	for db, u := range map[string]string{"orders": src.OrdersURL, "ledger": src.LedgerURL, "notifications": src.NotificationsURL} {
 		cfg, err := pgxpool.ParseConfig(u)
@@ -86,15 +87,14 @@ func (p *problems) add(text string, err error) {
 
 // logNew logs the problems that were not there the second before, once.
 func (c *collector) logNew(ctx context.Context, p *problems) {
+	now := make(map[string]bool, len(p.list))
 	for _, text := range p.list {
 		if !c.problems[text] {
 			c.log.WarnContext(ctx, "console: "+text, "error", p.errs[text])
 		}
+		now[text] = true
 	}
-	c.problems = map[string]bool{}
-	for _, text := range p.list {
-		c.problems[text] = true
-	}
+	c.problems = now
 }
 
 // collect reads every counter, concurrently, within a second or two.
@@ -102,7 +102,7 @@ func (c *collector) collect(ctx context.Context) State {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	now := time.Now()
-	st := State{Target: c.d.Target(), Settings: c.d.Settings(), FixedMode: c.d.FixedMode(), At: now}
+	st := State{At: now}
 	probs := &problems{}
 	procs := c.d.Procs(ctx)
 	scrapes := make([]scrape, len(procs))
@@ -164,9 +164,6 @@ type scrape struct {
 }
 
 func (s scrape) metric(name string) (float64, bool) {
-	if s.metrics == nil {
-		return 0, false
-	}
 	return admin.SumSamples(bytes.NewReader(s.metrics), name)
 }
 
@@ -243,17 +240,15 @@ func (c *collector) consumer(ctx context.Context, db, effects string, v *Consume
 
 // topic reads the end offset of every partition of the topic.
 func (c *collector) topic(v *KafkaView, probs *problems) {
-	src := c.d.Sources()
 	if c.kafka == nil {
-		client, err := sarama.NewClient(src.Brokers, kafkaConfig())
+		client, err := sarama.NewClient(c.src.Brokers, kafkaConfig())
 		if err != nil {
 			probs.add("Kafka does not answer", err)
 			return
 		}
 		c.kafka = client
 	}
-	err := c.offsets(src, v)
-	if err != nil {
+	if err := c.offsets(v); err != nil {
 		// A broker that restarted: a fresh client next second.
 		_ = c.kafka.Close()
 		c.kafka = nil
@@ -261,14 +256,14 @@ func (c *collector) topic(v *KafkaView, probs *problems) {
 	}
 }
 
-func (c *collector) offsets(src reconcile.Sources, v *KafkaView) error {
-	parts, err := c.kafka.Partitions(src.Topic)
+func (c *collector) offsets(v *KafkaView) error {
+	parts, err := c.kafka.Partitions(c.src.Topic)
 	if err != nil {
 		return err
 	}
 	v.Partitions = make([]int64, len(parts))
 	for i, p := range parts {
-		end, err := c.kafka.GetOffset(src.Topic, p, sarama.OffsetNewest)
+		end, err := c.kafka.GetOffset(c.src.Topic, p, sarama.OffsetNewest)
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -57,5 +58,31 @@ func TestComposeModeIsFixed(t *testing.T) {
 	}
 	if got := strings.Join(names, " "); got != "orders/orders relay-0/relay relay-1/relay ledger/ledger notifications/notifications" {
 		t.Errorf("processes %s", got)
+	}
+}
+
+// With CHAOS_RELAY_DISCOVER the relays are the addresses its name resolves
+// to, one process each.
+func TestConsoleComposeDiscoversRelays(t *testing.T) {
+	t.Parallel()
+	cfg, err := console.LoadComposeConfig(map[string]string{"CHAOS_RELAY_DISCOVER": "relay:9081"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := console.NewCompose(cfg)
+	d.Lookup = func(_ context.Context, host string) ([]string, error) {
+		if host != "relay" {
+			return nil, errors.New("looked up " + host)
+		}
+		return []string{"10.0.0.7", "10.0.0.6"}, nil
+	}
+	var relays []string
+	for _, p := range d.Procs(context.Background()) {
+		if p.Role == console.RoleRelay {
+			relays = append(relays, p.Name+" "+p.Admin)
+		}
+	}
+	if got := strings.Join(relays, ", "); got != "relay-0 http://10.0.0.6:9081, relay-1 http://10.0.0.7:9081" {
+		t.Errorf("relays: %s", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/paylab/paylab/internal/lab/chaosrun"
 	"github.com/paylab/paylab/internal/lab/reconcile"
 )
 
@@ -16,15 +17,12 @@ const (
 	RoleNotifications = "notifications"
 )
 
-// Outbox modes: the orders API's OUTBOX_MODE.
-const (
-	ModeOutbox            = "outbox"
-	ModeNaive             = "naive"
-	ModeNaivePublishFirst = "naive-publish-first"
-)
+// ModeOutbox is the orders API's default OUTBOX_MODE.
+const ModeOutbox = "outbox"
 
-// Modes lists the modes in the order the page offers them.
-var Modes = []string{ModeOutbox, ModeNaive, ModeNaivePublishFirst}
+// Modes lists the orders API's OUTBOX_MODE values in the order the page
+// offers them.
+var Modes = chaosrun.OutboxModes
 
 // Proc is one process the console shows and drives through its admin
 // listener. Admin stays on the server: the page knows processes by Name.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/go-chi/chi/v5"
 
@@ -40,10 +41,15 @@ func (s *Server) toProc(path func(r *http.Request) string) http.HandlerFunc {
 			writeError(w, http.StatusBadGateway, p.Name+" does not answer")
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = w.Write(answer)
+		writeAnswer(w, status, answer)
 	}
+}
+
+// writeAnswer hands back a process's JSON answer as it came.
+func writeAnswer(w http.ResponseWriter, status int, answer []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(answer)
 }
 
 func faultPath(r *http.Request) string {
@@ -97,41 +103,39 @@ type procFaults struct {
 // faults asks every process for its faults' state with the page's token.
 func (s *Server) faults(w http.ResponseWriter, r *http.Request) {
 	procs := s.d.Procs(r.Context())
-	out := make(map[string]procFaults, len(procs))
 	answers := make([]procFaults, len(procs))
-	done := make(chan struct{}, len(procs))
+	var wg sync.WaitGroup
 	for i, p := range procs {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			status, body, err := s.forward(r.Context(), p, http.MethodGet, "/chaos/faults", r.Header.Get("Authorization"), nil)
-			switch {
-			case err != nil:
-				answers[i] = procFaults{Status: http.StatusBadGateway, Error: p.Name + " does not answer"}
-			case status/100 != 2:
-				answers[i] = procFaults{Status: status, Error: errorText(body)}
-			default:
-				var all []chaos.Status
-				if err := json.Unmarshal(body, &all); err != nil {
-					answers[i] = procFaults{Status: http.StatusBadGateway, Error: fmt.Sprintf("%s answered: %v", p.Name, err)}
-					return
-				}
-				f := procFaults{Status: status, Points: []chaos.Status{}}
-				for _, st := range all {
-					if ownPoint(p.Role, st.Point) {
-						f.Points = append(f.Points, st)
-					}
-				}
-				answers[i] = f
-			}
-		}()
+		wg.Go(func() { answers[i] = s.faultsOf(r.Context(), p, r.Header.Get("Authorization")) })
 	}
-	for range procs {
-		<-done
-	}
+	wg.Wait()
+	out := make(map[string]procFaults, len(procs))
 	for i, p := range procs {
 		out[p.Name] = answers[i]
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// faultsOf asks p for its own points' state with authorization.
+func (s *Server) faultsOf(ctx context.Context, p Proc, authorization string) procFaults {
+	status, body, err := s.forward(ctx, p, http.MethodGet, "/chaos/faults", authorization, nil)
+	switch {
+	case err != nil:
+		return procFaults{Status: http.StatusBadGateway, Error: p.Name + " does not answer"}
+	case status/100 != 2:
+		return procFaults{Status: status, Error: errorText(body)}
+	}
+	var all []chaos.Status
+	if err := json.Unmarshal(body, &all); err != nil {
+		return procFaults{Status: http.StatusBadGateway, Error: fmt.Sprintf("%s answered: %v", p.Name, err)}
+	}
+	f := procFaults{Status: status, Points: []chaos.Status{}}
+	for _, st := range all {
+		if ownPoint(p.Role, st.Point) {
+			f.Points = append(f.Points, st)
+		}
+	}
+	return f
 }
 
 // errorText is the "error" of a JSON error answer, or the answer itself.

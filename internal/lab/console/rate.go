@@ -2,11 +2,13 @@ package console
 
 import "time"
 
+// rateSpan is how far back a rate looks.
+const rateSpan = 5 * time.Second
+
 // rateWindow turns the successive readings of a growing count into a rate
-// per second over the last few seconds. A reading below the last one (a
+// per second over the last rateSpan. A reading below the last one (a
 // counter of a process that restarted) starts the window again.
 type rateWindow struct {
-	span    time.Duration
 	samples []sample
 }
 
@@ -20,11 +22,7 @@ func (w *rateWindow) add(at time.Time, v float64) {
 		w.samples = w.samples[:0]
 	}
 	w.samples = append(w.samples, sample{at, v})
-	span := w.span
-	if span == 0 {
-		span = 5 * time.Second
-	}
-	for len(w.samples) > 2 && at.Sub(w.samples[1].at) >= span {
+	for len(w.samples) > 2 && at.Sub(w.samples[1].at) >= rateSpan {
 		w.samples = w.samples[1:]
 	}
 }

@@ -33,7 +33,7 @@ type Server struct {
 	mu        sync.Mutex
 	state     State // the last collected
 	load      LoadView
-	created   *atomic.Uint64 // payments created by the running load
+	created   atomic.Uint64 // payments created by the running or last load
 	seed      uint64
 	verify    VerifyView
 	epoch     *epoch
@@ -98,16 +98,15 @@ func (s *Server) Handler() http.Handler {
 	return r
 }
 
-// snapshot is the last collected state with the actions' progress.
+// snapshot is the last collected state with the deployment's settings and
+// the actions' progress.
 func (s *Server) snapshot() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.state
-	st.Settings = s.d.Settings()
+	st.Target, st.Settings, st.FixedMode = s.d.Target(), s.d.Settings(), s.d.FixedMode()
 	st.Load = s.load
-	if s.created != nil {
-		st.Load.Created = s.created.Load()
-	}
+	st.Load.Created = s.created.Load()
 	st.Verify = s.verify
 	st.Switching = s.switching
 	if s.switchErr != "" {
@@ -134,7 +133,6 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		for _, p := range s.d.Procs(r.Context()) {
 			st.Procs = append(st.Procs, ProcView{Name: p.Name, Role: p.Role, Points: Points(p.Role)})
 		}
-		st.Target, st.Settings, st.FixedMode = s.d.Target(), s.d.Settings(), s.d.FixedMode()
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -86,16 +85,24 @@ func setup(t *testing.T) (*fake, string) {
 	for _, p := range []struct{ name, role string }{{"orders", "orders"}, {"relay-0", "relay"}, {"ledger", "ledger"}, {"notifications", "notifications"}} {
 		f.procs = append(f.procs, console.Proc{Name: p.name, Role: p.role, Admin: adminListener(t, console.Points(p.role))})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := console.New(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return f, serve(t, context.Background(), f)
+}
+
+// serve runs the console of d, collecting, until the test ends and returns
+// its URL.
+func serve(t *testing.T, ctx context.Context, d console.Deployment) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	srv, err := console.New(ctx, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); cancel(); <-done })
-	return f, hs.URL
+	return hs.URL
 }
 
 // send sends a request to the console, with authorization when not empty.
@@ -198,7 +205,7 @@ func TestModeSwitchNeedsTheToken(t *testing.T) {
 	if status, body := send(t, http.MethodPost, base+"/api/mode", "Bearer "+token, `{"mode":"naive"}`); status != http.StatusAccepted {
 		t.Fatalf("with the token: %d %s", status, body)
 	}
-	waitFor(t, "the switch", func() bool { return len(f.switched()) == 1 && state(t, base).Switching == "" })
+	testenv.Eventually(t, 2*time.Minute, "the switch", func() bool { return len(f.switched()) == 1 && state(t, base).Switching == "" })
 	st := state(t, base)
 	if st.Settings.Mode != "naive" || !strings.Contains(st.Verify.Since, "switch to naive") {
 		t.Errorf("after the switch: mode %q, verify since %q", st.Settings.Mode, st.Verify.Since)
@@ -211,7 +218,7 @@ func TestStateShowsNoAddressOrSecret(t *testing.T) {
 	t.Parallel()
 	f, base := setup(t)
 	var st console.State
-	waitFor(t, "every process up", func() bool {
+	testenv.Eventually(t, 2*time.Minute, "every process up", func() bool {
 		st = state(t, base)
 		return len(st.Procs) == 4 && st.Procs[0].Up && st.Procs[3].Up && st.Ledger.Up && len(st.Kafka.Partitions) == 3
 	})
@@ -266,16 +273,4 @@ func hostPort(t *testing.T, raw string) string {
 		t.Fatal(err)
 	}
 	return u.Host
-}
-
-// waitFor waits for cond, failing after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(errors.New("timed out waiting for " + what))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
