@@ -50,7 +50,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		cfg.Log = os.Stderr
 	}
 	rep, runErr := bench.Run(ctx, cfg)
-	path, err := writeReport(*outDir, rep)
+	path, err := writeRun(*outDir, "bench", rep.Started, rep)
 	if err != nil {
 		return errors.Join(runErr, err)
 	}
@@ -66,17 +66,4 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "report: %s\n", path)
 	}
 	return errors.Join(runErr, benchCharts(rep, path, cfg.Log))
-}
-
-// writeReport writes rep as dir/bench-<start time>.json.
-func writeReport(dir string, rep bench.Report) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "bench-"+rep.Started.Format(stamp)+".json")
-	return path, os.WriteFile(path, append(b, '\n'), 0o644)
 }

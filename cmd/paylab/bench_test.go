@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -25,12 +24,7 @@ import (
 // and the run leaves no database or role behind.
 func TestBenchQuick(t *testing.T) {
 	t.Parallel()
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+string(os.PathSeparator),
-		"github.com/paylab/paylab/services/orders", "github.com/paylab/paylab/services/ledger")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the services: %v\n%s", err, out)
-	}
+	bin := testenv.BuildServices(t)
 	results := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -32,15 +32,8 @@ func benchCharts(rep bench.Report, reportPath string, out io.Writer) error {
 // writeChaosResults writes results as dir/chaos-<start>.json and, next to
 // it, each scenario's chart; it returns the JSON's path and the charts.
 func writeChaosResults(dir string, start time.Time, results []chaosrun.Result) (string, []string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", nil, err
-	}
-	b, err := json.MarshalIndent(results, "", "  ")
+	path, err := writeRun(dir, "chaos", start, results)
 	if err != nil {
-		return "", nil, err
-	}
-	path := filepath.Join(dir, "chaos-"+start.UTC().Format(stamp)+".json")
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return "", nil, err
 	}
 	files, err := plots.Chaos(results, strings.TrimSuffix(path, ".json"))
@@ -48,6 +41,20 @@ func writeChaosResults(dir string, start time.Time, results []chaosrun.Result) (
 		return path, files, fmt.Errorf("drawing the charts: %w", err)
 	}
 	return path, files, nil
+}
+
+// writeRun writes v, indented, as dir/<kind>-<start>.json and returns its
+// path.
+func writeRun(dir, kind string, start time.Time, v any) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, kind+"-"+start.UTC().Format(stamp)+".json")
+	return path, os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // printCharts lists the charts written, SVG and PNG of each on one line.

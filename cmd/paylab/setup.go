@@ -88,7 +88,11 @@ func runTopics(_ context.Context, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "topic %s ready (replication factor %d, min.insync.replicas %s)\n", topic, r.Factor, r.MinInSync)
+		minInSync, err := broker.TopicMinInSync(admin, topic)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "topic %s ready (replication factor %d, min.insync.replicas %s)\n", topic, r.Factor, minInSync)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/internal/testkit/testenv"
@@ -18,14 +19,7 @@ import (
 // outcome is then discarded (it no longer holds the rows).
 func TestLeaseIsRespectedUntilItExpires(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, "orders")
-	topic := testenv.NewTopic(t, 1)
-	ctx := testenv.Context(t)
-	events := make([]outbox.Event, 5)
-	for i := range events {
-		events[i] = event(topic, fmt.Sprintf("order-%d", i), 1)
-	}
-	enqueue(t, ctx, pool, events...)
+	pool, ctx := fiveOrders(t)
 
 	release := make(chan struct{})
 	stalled := outbox.PublisherFunc(func(ctx context.Context, events []outbox.Event) []error {
@@ -40,16 +34,8 @@ func TestLeaseIsRespectedUntilItExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		res outbox.BatchResult
-		err error
-	}
-	aDone := make(chan result, 1)
-	go func() {
-		res, err := a.RunBatch(ctx)
-		aDone <- result{res, err}
-	}()
-	testenv.Eventually(t, 10*time.Second, "A's lease", func() bool {
+	aDone := runBatch(ctx, a)
+	testenv.Eventually(t, 30*time.Second, "A's lease", func() bool {
 		return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'A' AND leased_until > now()") == 5
 	})
 
@@ -57,9 +43,7 @@ func TestLeaseIsRespectedUntilItExpires(t *testing.T) {
 		t.Fatalf("B during A's valid lease: %+v, %v; want nothing claimed", res, err)
 	}
 
-	if _, err := pool.Exec(ctx, "UPDATE outbox SET leased_until = now() - interval '1 second' WHERE lease_owner = 'A'"); err != nil {
-		t.Fatal(err)
-	}
+	expireLeases(t, ctx, pool, "A")
 	res, err := b.RunBatch(ctx)
 	if err != nil || res.Claimed != 5 || res.Reclaimed != 5 || res.Dispatched != 5 {
 		t.Fatalf("B after A's lease expired: %+v, %v; want 5 claimed, reclaimed and dispatched", res, err)
@@ -97,7 +81,7 @@ func TestOnlyTheOldestUndispatchedEventOfAnOrderIsClaimable(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { defer close(aDone); _, _ = a.RunBatch(ctx) }()
-	testenv.Eventually(t, 10*time.Second, "A's claim", func() bool {
+	testenv.Eventually(t, 30*time.Second, "A's claim", func() bool {
 		return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'A'") > 0
 	})
 	claimed := queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'A'")
@@ -153,14 +137,7 @@ func TestAStalledRelayCannotRecordRowsAnotherRelayNowHolds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool, _ := testenv.NewPool(t, "orders")
-			topic := testenv.NewTopic(t, 1)
-			ctx := testenv.Context(t)
-			events := make([]outbox.Event, 5)
-			for i := range events {
-				events[i] = event(topic, fmt.Sprintf("order-%d", i), 1)
-			}
-			enqueue(t, ctx, pool, events...)
+			pool, ctx := fiveOrders(t)
 
 			kafka := newKafkaPublisher(t, testenv.Brokers())
 			stalledUntil := func(release <-chan struct{}) outbox.Publisher {
@@ -180,27 +157,13 @@ func TestAStalledRelayCannotRecordRowsAnotherRelayNowHolds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			type result struct {
-				res outbox.BatchResult
-				err error
-			}
-			run := func(r *outbox.Relay) <-chan result {
-				done := make(chan result, 1)
-				go func() {
-					res, err := r.RunBatch(ctx)
-					done <- result{res, err}
-				}()
-				return done
-			}
-			aDone := run(a)
-			testenv.Eventually(t, 10*time.Second, "A's lease", func() bool {
+			aDone := runBatch(ctx, a)
+			testenv.Eventually(t, 30*time.Second, "A's lease", func() bool {
 				return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'A'") == 5
 			})
-			if _, err := pool.Exec(ctx, "UPDATE outbox SET leased_until = now() - interval '1 second' WHERE lease_owner = 'A'"); err != nil {
-				t.Fatal(err)
-			}
-			bDone := run(b)
-			testenv.Eventually(t, 10*time.Second, "B's takeover", func() bool {
+			expireLeases(t, ctx, pool, "A")
+			bDone := runBatch(ctx, b)
+			testenv.Eventually(t, 30*time.Second, "B's takeover", func() bool {
 				return queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE lease_owner = 'B'") == 5
 			})
 
@@ -221,5 +184,46 @@ func TestAStalledRelayCannotRecordRowsAnotherRelayNowHolds(t *testing.T) {
 				t.Fatalf("%d events left undispatched", n)
 			}
 		})
+	}
+}
+
+// fiveOrders enqueues the first event of five orders, on a topic of their
+// own, in a database of the test's own.
+func fiveOrders(t *testing.T) (*pgxpool.Pool, context.Context) {
+	t.Helper()
+	pool, _ := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 1)
+	ctx := testenv.Context(t)
+	events := make([]outbox.Event, 5)
+	for i := range events {
+		events[i] = event(topic, fmt.Sprintf("order-%d", i), 1)
+	}
+	enqueue(t, ctx, pool, events...)
+	return pool, ctx
+}
+
+// batchOutcome is what one RunBatch returned.
+type batchOutcome struct {
+	res outbox.BatchResult
+	err error
+}
+
+// runBatch runs one batch of r in the background and hands its outcome
+// over on the channel.
+func runBatch(ctx context.Context, r *outbox.Relay) <-chan batchOutcome {
+	done := make(chan batchOutcome, 1)
+	go func() {
+		res, err := r.RunBatch(ctx)
+		done <- batchOutcome{res, err}
+	}()
+	return done
+}
+
+// expireLeases ends owner's leases now (database clock), as if owner had
+// stalled past them.
+func expireLeases(t *testing.T, ctx context.Context, pool *pgxpool.Pool, owner string) {
+	t.Helper()
+	if _, err := pool.Exec(ctx, "UPDATE outbox SET leased_until = now() - interval '1 second' WHERE lease_owner = $1", owner); err != nil {
+		t.Fatal(err)
 	}
 }

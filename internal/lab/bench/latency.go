@@ -57,8 +57,8 @@ type Quantile struct {
 var Levels = []float64{0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1}
 
 // summarize computes the percentiles of samples (nearest rank), with missing
-// samples counted as slower than all of them.
-func summarize(samples []time.Duration, missing int) Latency {
+// samples counted as slower than all of them, and the Quantiles at levels.
+func summarize(samples []time.Duration, missing int, levels ...float64) Latency {
 	l := Latency{N: len(samples) + missing, Missing: missing}
 	if l.N == 0 {
 		return l
@@ -66,21 +66,15 @@ func summarize(samples []time.Duration, missing int) Latency {
 	sorted := slices.Clone(samples)
 	slices.Sort(sorted)
 	l.P50, l.P99, l.Max = quantile(sorted, l.N, 0.50), quantile(sorted, l.N, 0.99), quantile(sorted, l.N, 1)
+	for _, q := range levels {
+		l.Quantiles = append(l.Quantiles, Quantile{Q: q, Millis: quantile(sorted, l.N, q)})
+	}
 	return l
 }
 
 // distribution is summarize with the Quantiles at Levels.
 func distribution(samples []time.Duration, missing int) Latency {
-	l := summarize(samples, missing)
-	if l.N == 0 {
-		return l
-	}
-	sorted := slices.Clone(samples)
-	slices.Sort(sorted)
-	for _, q := range Levels {
-		l.Quantiles = append(l.Quantiles, Quantile{Q: q, Millis: quantile(sorted, l.N, q)})
-	}
-	return l
+	return summarize(samples, missing, Levels...)
 }
 
 // quantile is the nearest-rank q quantile of n samples, sorted the

@@ -25,11 +25,11 @@ func newStatements() *statements { return &statements{byName: map[string]int{}} 
 
 // Statement names the classification uses.
 const (
-	stmtClaim = "ClaimBatch"
+	stmtClaim      = "ClaimBatch"
+	stmtClaimEmpty = "ClaimBatch (leased nothing)"
+	stmtComplete   = "CompleteBatch"
 	// stmtDeletePublished is the WAL relay's one statement per batch.
 	stmtDeletePublished = "DeletePublished"
-	stmtClaimEmpty      = "ClaimBatch (leased nothing)"
-	stmtComplete        = "CompleteBatch"
 )
 
 // background statements are not part of publishing a batch: the gauges'

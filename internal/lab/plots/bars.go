@@ -4,9 +4,9 @@ import (
 	"errors"
 	"image/color"
 	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -82,10 +82,7 @@ func WriteBars(path, title string, panels []BarPanel) ([]string, error) {
 		p.Title.TextStyle.Font.Size = 11
 		p.HideY()
 		p.X.Tick.Marker = plainTicks{}
-		grid := plotter.NewGrid()
-		grid.Horizontal.Color = nil
-		grid.Vertical.Color = color.Gray{Y: 0xe0}
-		p.Add(grid, hbars(pn.Bars))
+		p.Add(newGrid(color.Gray{Y: 0xe0}, nil), hbars(pn.Bars))
 		plots = append(plots, p)
 		heights = append(heights, vg.Length(panelFrame+barSlot*len(pn.Bars)))
 	}
@@ -185,27 +182,13 @@ func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
 
 // thousands writes v rounded to a whole number, its thousands apart.
 func thousands(v float64) string {
-	n := int64(math.Round(v))
-	neg := n < 0
-	if neg {
-		n = -n
+	s := strconv.FormatInt(int64(math.Round(v)), 10)
+	sign := ""
+	if s[0] == '-' {
+		sign, s = "-", s[1:]
 	}
-	digits := []byte{}
-	for i := 0; ; i++ {
-		if i > 0 && i%3 == 0 {
-			digits = append(digits, ' ')
-		}
-		digits = append(digits, byte('0'+n%10))
-		n /= 10
-		if n == 0 {
-			break
-		}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + " " + s[i:]
 	}
-	if neg {
-		digits = append(digits, '-')
-	}
-	for i, j := 0, len(digits)-1; i < j; i, j = i+1, j-1 {
-		digits[i], digits[j] = digits[j], digits[i]
-	}
-	return string(digits)
+	return sign + s
 }

@@ -46,13 +46,6 @@ func TestWriteBarsLegendHasTheKindsDrawn(t *testing.T) {
 	}
 }
 
-func TestWriteBarsWithoutBarsIsAnError(t *testing.T) {
-	t.Parallel()
-	if files, err := WriteBars(filepath.Join(t.TempDir(), "bars"), "none", []BarPanel{{Title: "empty"}}); err == nil {
-		t.Errorf("no error; wrote %v", files)
-	}
-}
-
 func TestThousands(t *testing.T) {
 	t.Parallel()
 	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1 000", 133515.4: "133 515", 1e6: "1 000 000", -2500: "-2 500"} {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/paylab/paylab/internal/lab/bench"
@@ -165,17 +166,7 @@ func latencyCurves(s4 []bench.E2EResult) ([]Curve, string) {
 		}
 		runs = append(runs, fmt.Sprintf("%d payments at %d/s", r.Payments, r.Rate))
 	}
-	return curves, strings.Join(dedupe(runs), " and ") + " each"
-}
-
-func dedupe(s []string) []string {
-	var out []string
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
+	return curves, strings.Join(slices.Compact(runs), " and ") + " each"
 }
 
 // perSecond writes a throughput.

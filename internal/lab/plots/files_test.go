@@ -6,10 +6,36 @@ import (
 	"errors"
 	"image/png"
 	"io"
+	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
+
+// A chart with nothing to draw is an error.
+func TestNothingToDrawIsAnError(t *testing.T) {
+	t.Parallel()
+	for name, write := range map[string]func(path string) ([]string, error){
+		"bars without bars": func(path string) ([]string, error) {
+			return WriteBars(path, "none", []BarPanel{{Title: "empty"}})
+		},
+		"percentiles without a finite latency": func(path string) ([]string, error) {
+			return WritePercentiles(path, "none", []Curve{{Name: "lost", Points: []Quantile{{0.5, math.Inf(1)}}}})
+		},
+		"timeline without samples": func(path string) ([]string, error) {
+			return WriteTimeline(path, "none",
+				[]SeriesPanel{{YLabel: "rows", Series: []Series{{Name: "gap", Points: []Point{{T: 0, V: math.NaN()}}}}}}, nil)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if files, err := write(filepath.Join(t.TempDir(), "chart")); err == nil {
+				t.Errorf("no error; wrote %v", files)
+			}
+		})
+	}
+}
 
 // checkChart checks that path.svg is well-formed SVG holding every one of
 // texts, and path.png a PNG of the same proportions.

@@ -59,9 +59,7 @@ func WritePercentiles(path, title string, curves []Curve) ([]string, error) {
 	// The curves rise from left to right: the bottom right is free.
 	p.Legend.Top, p.Legend.Left = false, false
 	p.Legend.XOffs, p.Legend.YOffs = -6, 6
-	grid := plotter.NewGrid()
-	grid.Vertical.Color, grid.Horizontal.Color = color.Gray{Y: 0xe0}, color.Gray{Y: 0xe0}
-	p.Add(grid)
+	p.Add(newGrid(color.Gray{Y: 0xe0}, color.Gray{Y: 0xe0}))
 	drawn := 0
 	for _, c := range curves {
 		var xys plotter.XYs

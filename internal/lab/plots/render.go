@@ -8,6 +8,7 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -61,6 +62,14 @@ func newPlot(title, xLabel, yLabel string) *plot.Plot {
 	p.X.Tick.Label.Font.Size, p.Y.Tick.Label.Font.Size = 9, 9
 	p.Legend.TextStyle.Font.Size = 9
 	return p
+}
+
+// newGrid is a grid of vertical and horizontal lines in those colours; a
+// nil colour leaves its lines out.
+func newGrid(vertical, horizontal color.Color) *plotter.Grid {
+	g := plotter.NewGrid()
+	g.Vertical.Color, g.Horizontal.Color = vertical, horizontal
+	return g
 }
 
 // render draws a chart of w × h with fn, and writes it as path.svg and

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"image/color"
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -77,9 +78,7 @@ func WriteTimeline(path, title string, panels []SeriesPanel, marks []Mark) ([]st
 		p.X.Min, p.X.Max = 0, math.Max(end, 1)
 		p.Y.Min = 0
 		p.Y.Tick.Marker = plainTicks{}
-		grid := plotter.NewGrid()
-		grid.Vertical.Color, grid.Horizontal.Color = color.Gray{Y: 0xe8}, color.Gray{Y: 0xe8}
-		p.Add(grid)
+		p.Add(newGrid(color.Gray{Y: 0xe8}, color.Gray{Y: 0xe8}))
 		var items []legendItem
 		for _, s := range pn.Series {
 			style, n, err := addSeries(p, s)
@@ -109,17 +108,11 @@ func WriteTimeline(path, title string, panels []SeriesPanel, marks []Mark) ([]st
 	if len(rows) == 0 {
 		return nil, errors.New("no samples to draw")
 	}
-	for _, end := range []bool{false, true} {
-		for _, m := range marks {
-			if m.End == end {
-				name := "fault starts"
-				if end {
-					name = "fault ends"
-				}
-				legend = append(legend, legendItem{name, m.style()})
-				break
-			}
-		}
+	if slices.ContainsFunc(marks, func(m Mark) bool { return !m.End }) {
+		legend = append(legend, legendItem{"fault starts", Mark{}.style()})
+	}
+	if slices.ContainsFunc(marks, func(m Mark) bool { return m.End }) {
+		legend = append(legend, legendItem{"fault ends", Mark{End: true}.style()})
 	}
 	top := rows[0][0]
 	top.Title.Text = title
@@ -244,14 +237,7 @@ func (ml *markLines) Plot(c draw.Canvas, p *plot.Plot) {
 			lo, hi = from-w, from
 		}
 		for row := range labelRows {
-			free := true
-			for _, s := range taken[row] {
-				if lo < s.to+4 && s.from < hi+4 {
-					free = false
-					break
-				}
-			}
-			if !free {
+			if slices.ContainsFunc(taken[row], func(s span) bool { return lo < s.to+4 && s.from < hi+4 }) {
 				continue
 			}
 			taken[row] = append(taken[row], span{lo, hi})

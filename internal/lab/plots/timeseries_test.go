@@ -28,12 +28,3 @@ func TestWriteTimelineBreaksLinesAtGapsAndLabelsTheMarks(t *testing.T) {
 	checkChart(t, path, "kafka-down", "outbox rows pending", "one sample", "Kafka stopped", "Kafka started",
 		"fault starts", "fault ends", "seconds since the load started")
 }
-
-func TestWriteTimelineWithoutSamplesIsAnError(t *testing.T) {
-	t.Parallel()
-	_, err := WriteTimeline(filepath.Join(t.TempDir(), "timeline"), "none",
-		[]SeriesPanel{{YLabel: "rows", Series: []Series{{Name: "gap", Points: []Point{{T: 0, V: math.NaN()}}}}}}, nil)
-	if err == nil {
-		t.Error("no error")
-	}
-}

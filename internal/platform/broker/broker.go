@@ -82,16 +82,16 @@ func EnsureTopic(admin sarama.ClusterAdmin, topic string, partitions int32) erro
 	return nil
 }
 
-// Replication describes how a topic is replicated.
+// Replication describes how a topic's partitions are replicated and led.
 type Replication struct {
-	Factor        int    // replicas of each partition
-	MinInSync     string // min.insync.replicas
-	InSyncShort   int    // partitions with fewer in-sync replicas than replicas
+	Factor        int // replicas of each partition
+	InSyncShort   int // partitions with fewer in-sync replicas than replicas
 	LeaderPerNode map[int32]int
 }
 
-// TopicReplication reports topic's replication factor, min.insync.replicas
-// and where its partitions' leaders are.
+// TopicReplication reports topic's replication factor and where its
+// partitions' leaders are, from the cluster's metadata alone: cheap enough
+// to poll while brokers fail (TopicMinInSync reads the topic's config).
 func TopicReplication(admin sarama.ClusterAdmin, topic string) (Replication, error) {
 	r := Replication{LeaderPerNode: map[int32]int{}}
 	// A topic just created reaches every broker's metadata a moment later.
@@ -119,18 +119,27 @@ func TopicReplication(admin sarama.ClusterAdmin, topic string) (Replication, err
 		}
 		r.LeaderPerNode[p.Leader]++
 	}
+	return r, nil
+}
+
+// TopicMinInSync reads topic's min.insync.replicas.
+func TopicMinInSync(admin sarama.ClusterAdmin, topic string) (string, error) {
 	results, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic,
 		ConfigNames: []string{"min.insync.replicas"}}}, sarama.DescribeConfigsOptions{})
-	if err == nil && len(results) == 1 && results[0].ErrorCode != sarama.ErrNoError {
+	switch {
+	case err != nil:
+	case len(results) != 1:
+		err = fmt.Errorf("%d answers", len(results))
+	case results[0].ErrorCode != sarama.ErrNoError:
 		err = results[0].ErrorCode
 	}
 	if err != nil {
-		return r, fmt.Errorf("reading min.insync.replicas of %s: %w", topic, err)
+		return "", fmt.Errorf("reading min.insync.replicas of %s: %w", topic, err)
 	}
 	for _, e := range results[0].Configs {
 		if e.Name == "min.insync.replicas" {
-			r.MinInSync = e.Value
+			return e.Value, nil
 		}
 	}
-	return r, nil
+	return "", nil
 }

@@ -51,7 +51,8 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	if cfg.AdminAddr != "127.0.0.1:9081" || cfg.BatchSize != 500 || cfg.LeaseTTL != 30*time.Second ||
-		cfg.PollInterval != time.Second || cfg.Retention != 168*time.Hour || cfg.ChaosEnabled || cfg.Mode != relaycmd.ModePoll {
+		cfg.PollInterval != time.Second || cfg.Retention != 168*time.Hour || cfg.ChaosEnabled || cfg.Mode != relaycmd.ModePoll ||
+		!cfg.LeaseFencing {
 		t.Fatalf("defaults = %+v", cfg)
 	}
 	tests := []struct {
