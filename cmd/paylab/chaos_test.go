@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/paylab/paylab/internal/testkit/testenv"
 )
@@ -26,7 +25,7 @@ func TestChaosRunComposeReadsDotEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	chaosRun := func(args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.MinWait)
 		defer cancel()
 		var out bytes.Buffer
 		err := run(ctx, append([]string{"chaos", "run", "--target", "compose", "--env-file", dotEnv, "--out", dir}, args...), &out)

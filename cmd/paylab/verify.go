@@ -73,7 +73,6 @@ func printReport(out io.Writer, r reconcile.Report) {
 	if r.Wire != nil {
 		fmt.Fprintf(out, "\ntopic: %d messages, %d distinct events, %d duplicates on the wire (%d absorbed by the inbox), %d out of order\n",
 			r.Wire.Messages, r.Wire.Distinct, r.Wire.Duplicates, r.InboxAbsorbed, r.Wire.OutOfOrder)
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "partition\tleader\tin sync\tmessages\tduplicates\tout of order\t")
 		for _, p := range r.Wire.Partitions {
 			fmt.Fprintf(tw, "%d\t%d\t%d/%d\t%d\t%d\t%d\t\n", p.Partition, p.Leader, p.InSync, p.Replicas, p.Messages, p.Duplicates, p.OutOfOrder)

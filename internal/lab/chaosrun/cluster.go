@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -15,8 +14,7 @@ import (
 )
 
 // topicState is where a topic's partitions are led and how many are
-// short of in-sync replicas, read with a fresh client each time: a client
-// whose cached broker just died would answer from the past.
+// short of in-sync replicas.
 func topicState(brokers []string, topic string) (broker.Replication, error) {
 	admin, err := sarama.NewClusterAdmin(brokers, broker.Config("paylab-chaos"))
 	if err != nil {
@@ -38,13 +36,29 @@ func leadersByLoad(r broker.Replication, nodes int) []int {
 }
 
 // waitTopic polls the topic's state until ok holds, and returns how long
-// that took.
+// that took. It asks on one admin client, replaced after a failure: a
+// client whose controller is the broker just killed fails until then.
 func waitTopic(ctx context.Context, d *Deployment, ok func(broker.Replication) bool) (time.Duration, error) {
 	start := time.Now()
+	var admin sarama.ClusterAdmin
+	defer func() {
+		if admin != nil {
+			admin.Close()
+		}
+	}()
 	for {
-		r, err := topicState(d.Src.Brokers, d.Src.Topic)
-		if err == nil && ok(r) {
-			return time.Since(start), nil
+		var err error
+		if admin == nil {
+			admin, err = sarama.NewClusterAdmin(d.Src.Brokers, broker.Config("paylab-chaos"))
+		}
+		if err == nil {
+			var r broker.Replication
+			if r, err = broker.TopicReplication(admin, d.Src.Topic); err != nil {
+				admin.Close()
+				admin = nil
+			} else if ok(r) {
+				return time.Since(start), nil
+			}
 		}
 		pause(ctx, 250*time.Millisecond)
 		if ctx.Err() != nil {
@@ -91,16 +105,15 @@ func allCaptured(rep loadgen.Report) error {
 // relays' idempotent producers retry there, and the backlog drains without
 // it; it is started again after the outage and catches up.
 func kafkaLeaderKilled(ctx context.Context, d *Deployment, s Sizes) (string, time.Duration, error) {
-	nodes := d.cluster.brokerNodes()
 	r, err := topicState(d.Src.Brokers, d.Src.Topic)
 	if err != nil {
 		return "", 0, err
 	}
-	victim := leadersByLoad(r, nodes)[0]
+	victim := leadersByLoad(r, d.servers.brokerNodes())[0]
 	led := r.LeaderPerNode[int32(victim)]
 	pause(ctx, 2*time.Second) // payments are flowing
 	meanwhile := sideLoad(ctx, d, int(s.Outage.Seconds()*20), 97)
-	if err := d.cluster.signalBroker(victim, syscall.SIGKILL); err != nil {
+	if err := d.servers.killBroker(victim); err != nil {
 		return "", 0, err
 	}
 	killed := time.Now()
@@ -118,7 +131,7 @@ func kafkaLeaderKilled(ctx context.Context, d *Deployment, s Sizes) (string, tim
 	pause(ctx, time.Until(killed.Add(s.Outage)))
 	load := <-meanwhile
 	down := time.Since(killed)
-	if err := d.cluster.startBrokers(); err != nil {
+	if err := d.servers.startServer(kafkaServer); err != nil {
 		return "", recovery, err
 	}
 	restarted := time.Since(killed) - down
@@ -144,20 +157,18 @@ func kafkaTwoBrokersDown(ctx context.Context, d *Deployment, s Sizes) (string, t
 	if err != nil {
 		return "", 0, err
 	}
-	victims := leadersByLoad(r, d.cluster.brokerNodes())[:2]
-	out, err := brokerOutage(ctx, d, s, fmt.Sprintf("brokers %d and %d", victims[0], victims[1]),
-		func() error {
-			return errors.Join(d.cluster.signalBroker(victims[0], syscall.SIGKILL), d.cluster.signalBroker(victims[1], syscall.SIGKILL))
-		},
-		d.cluster.startBrokers)
+	victims := leadersByLoad(r, d.servers.brokerNodes())[:2]
+	note, drained, err := brokerOutage(ctx, d, s, fmt.Sprintf("brokers %d and %d", victims[0], victims[1]),
+		func() error { return errors.Join(d.servers.killBroker(victims[0]), d.servers.killBroker(victims[1])) },
+		func() error { return d.servers.startServer(kafkaServer) })
 	if err != nil {
-		return out.note, out.drained, err
+		return note, drained, err
 	}
 	resync, err := waitTopic(ctx, d, func(r broker.Replication) bool { return r.InSyncShort == 0 })
 	if err != nil {
-		return out.note, out.drained, fmt.Errorf("brokers did not rejoin the in-sync replicas: %w", err)
+		return note, drained, fmt.Errorf("brokers did not rejoin the in-sync replicas: %w", err)
 	}
-	return out.note + fmt.Sprintf("; replicas back in sync %s after the drain", resync.Round(100*time.Millisecond)), out.drained, nil
+	return note + fmt.Sprintf("; replicas back in sync %s after the drain", resync.Round(100*time.Millisecond)), drained, nil
 }
 
 func sum(m map[int32]int) int {

@@ -64,7 +64,6 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 		LeaseTTL:    o.leaseTTL,
 		RelayMode:   e.RelayMode,
 		servers:     e,
-		cluster:     e,
 	}
 	start := func(proc, binary string, args, env []string) (*Process, error) {
 		sp, p, err := e.process(name, proc, binary, args, env)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -77,9 +76,7 @@ func (e *Env) startServer(name string) error {
 
 func (e *Env) brokerNodes() int { return e.kafka.Nodes() }
 
-func (e *Env) signalBroker(id int, sig syscall.Signal) error { return e.kafka.KillNode(id, sig) }
-
-func (e *Env) startBrokers() error { return e.kafka.Start() }
+func (e *Env) killBroker(id int) error { return e.kafka.KillNode(id) }
 
 func (e *Env) server(name string) (*localstack.Server, error) {
 	s := map[string]*localstack.Server{kafkaServer: e.kafka, postgresServer: e.pg}[name]

@@ -67,13 +67,41 @@ func (w *offsetWatch) sample() {
 	}
 }
 
-// waitMembers waits until the group's size satisfies ok, or ctx ends.
-func (w *offsetWatch) waitMembers(ctx context.Context, ok func(int) bool) {
-	for ctx.Err() == nil {
-		if n, err := w.members(); err == nil && ok(n) {
-			return
+// watchLedgerGroup starts watching the ledger group's committed offsets and
+// a load that keeps the ledgers busy (keepLoad), and waits until every
+// ledger instance is a member of the group; stop ends the load, then the
+// watch.
+func watchLedgerGroup(ctx context.Context, d *Deployment, seed uint64) (w *offsetWatch, stop func(), err error) {
+	if w, err = watchOffsets(ctx, d); err != nil {
+		return nil, nil, err
+	}
+	stopLoad := keepLoad(ctx, d, seed)
+	stop = func() {
+		stopLoad()
+		w.stop()
+	}
+	if err := w.waitMembers(ctx, d.allLedgers); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return w, stop, nil
+}
+
+// allLedgers holds when every ledger instance is a member of the group.
+func (d *Deployment) allLedgers(members int) bool { return members == len(d.Ledgers) }
+
+// waitMembers waits until the group's size satisfies ok; an error when ctx
+// ends first.
+func (w *offsetWatch) waitMembers(ctx context.Context, ok func(int) bool) error {
+	for {
+		n, err := w.members()
+		if err == nil && ok(n) {
+			return nil
 		}
 		pause(ctx, 200*time.Millisecond)
+		if ctx.Err() != nil {
+			return fmt.Errorf("group %s: %d members (last error: %v): %w", w.group, n, err, ctx.Err())
+		}
 	}
 }
 
@@ -89,20 +117,17 @@ func (w *offsetWatch) members() (int, error) {
 	return len(gs[0].Members), nil
 }
 
-// regressions is how often a committed offset went back.
-func (w *offsetWatch) regressions() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.backs
-}
-
-// stop ends the sampling; it may be called more than once.
-func (w *offsetWatch) stop() {
+// stop ends the sampling and returns how often a committed offset went
+// back; it may be called more than once.
+func (w *offsetWatch) stop() (regressions int) {
 	w.once.Do(func() {
 		w.cancel()
 		<-w.done
 		w.admin.Close()
 	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.backs
 }
 
 // ledgerScaledRebalance runs three ledger instances in one group and, under
@@ -111,14 +136,11 @@ func (w *offsetWatch) stop() {
 // rebalance. Nothing may be lost or applied twice, no refund before its
 // capture, and no committed offset may go back.
 func ledgerScaledRebalance(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
-	w, err := watchOffsets(ctx, d)
+	w, stop, err := watchLedgerGroup(ctx, d, 94)
 	if err != nil {
 		return "", 0, err
 	}
-	defer w.stop()
-	defer keepLoad(ctx, d, 94)()
-	all := len(d.Ledgers)
-	w.waitMembers(ctx, func(n int) bool { return n == all })
+	defer stop()
 	pause(ctx, 2*time.Second) // payments are flowing
 	killed, back, err := d.Ledgers[1].killAndAwaitRestart(ctx)
 	if err != nil {
@@ -130,24 +152,21 @@ func ledgerScaledRebalance(ctx context.Context, d *Deployment, _ Sizes) (string,
 	}
 	pause(ctx, 2*time.Second)
 	restarted := d.Ledgers[2]
-	before, err := restarted.started(ctx)
+	_, back, err = restarted.endAndAwaitRestart(ctx, "restarted (SIGTERM)",
+		func(context.Context) error { return restarted.Signal(syscall.SIGTERM) })
 	if err != nil {
 		return "", 0, err
 	}
-	if err := restarted.Signal(syscall.SIGTERM); err != nil {
+	again := <-back
+	if again.err != nil {
+		return "", 0, again.err
+	}
+	if err := w.waitMembers(ctx, d.allLedgers); err != nil {
 		return "", 0, err
 	}
-	restarted.mark("restarted (SIGTERM)")
-	again, err := restarted.awaitRestart(ctx, before)
-	restarted.markBack(err)
-	if err != nil {
-		return "", 0, err
-	}
-	w.waitMembers(ctx, func(n int) bool { return n == all })
 	settled := time.Since(killed)
-	w.stop()
-	d.zombie = w.regressions()
+	d.zombie = w.stop()
 	return fmt.Sprintf("%s SIGKILLed, back in %s; %s restarted (SIGTERM), back in %s; three members again %s after the kill; committed offsets went back %d times",
-		d.Ledgers[1].Name, cb.after.Round(10*time.Millisecond), restarted.Name, again.Round(10*time.Millisecond),
-		settled.Round(100*time.Millisecond), d.zombie), max(cb.after, again), nil
+		d.Ledgers[1].Name, cb.after.Round(10*time.Millisecond), restarted.Name, again.after.Round(10*time.Millisecond),
+		settled.Round(100*time.Millisecond), d.zombie), max(cb.after, again.after), nil
 }

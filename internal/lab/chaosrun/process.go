@@ -193,8 +193,8 @@ func (p *Process) disarm(ctx context.Context) error {
 	}
 }
 
-// comeback is a killed process's return: how long after the kill it was
-// ready again, or why it was not.
+// comeback is an ended process's return: how long it was away, or why it
+// did not come back.
 type comeback struct {
 	after time.Duration
 	err   error
@@ -203,20 +203,26 @@ type comeback struct {
 // killAndAwaitRestart kills p and returns when, and a channel that reports
 // its return by its restart policy.
 func (p *Process) killAndAwaitRestart(ctx context.Context) (time.Time, <-chan comeback, error) {
+	return p.endAndAwaitRestart(ctx, "killed", p.Kill)
+}
+
+// endAndAwaitRestart ends p with end, marking it as what says, and returns
+// when, and a channel that reports its return by its restart policy.
+func (p *Process) endAndAwaitRestart(ctx context.Context, what string, end func(context.Context) error) (time.Time, <-chan comeback, error) {
 	before, err := p.started(ctx)
 	if err != nil {
 		return time.Time{}, nil, err
 	}
-	if err := p.Kill(ctx); err != nil {
+	if err := end(ctx); err != nil {
 		return time.Time{}, nil, err
 	}
-	killed := time.Now()
-	p.mark("killed")
+	ended := time.Now()
+	p.mark(what)
 	back := make(chan comeback, 1)
 	go func() {
 		after, err := p.awaitRestart(ctx, before)
 		p.markBack(err)
 		back <- comeback{after, err}
 	}()
-	return killed, back, nil
+	return ended, back, nil
 }

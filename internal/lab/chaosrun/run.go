@@ -125,6 +125,7 @@ func runOne(ctx context.Context, target Target, sc Scenario, s Sizes, seed uint6
 
 	tl := d.startTimeline(ctx)
 	defer tl.stop()
+	d.zombie = 0 // a shared deployment still holds the last scenario's count
 	// The load runs while the scenario injects its fault.
 	loadCtx, cancelLoad := context.WithCancel(ctx)
 	defer cancelLoad()

@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paylab/paylab/internal/lab/loadgen"
 	"github.com/paylab/paylab/internal/platform/chaos"
 )
 
@@ -183,27 +182,20 @@ const publishLagThreshold = 30 * time.Second
 // broker), checks that the publish-lag gauges rise, and measures how long the
 // backlog takes to drain once the broker is back.
 func kafkaDown(ctx context.Context, d *Deployment, s Sizes) (string, time.Duration, error) {
-	out, err := brokerOutage(ctx, d, s, "Kafka",
+	return brokerOutage(ctx, d, s, "Kafka",
 		func() error { return d.servers.stopServer(kafkaServer) },
 		func() error { return d.servers.startServer(kafkaServer) })
-	return out.note, out.drained, err
-}
-
-// outage is what brokerOutage saw.
-type outage struct {
-	note    string
-	drained time.Duration
 }
 
 // brokerOutage stops what (with stop) under load, places payments at 20/s
 // meanwhile (all must succeed), keeps it down until the publish-lag gauges
 // show the backlog and its age — at least the outage, longer on a busy
 // machine, never judged on how long the gauges took — checks that no event
-// was acknowledged meanwhile, starts it again and measures the drain.
-func brokerOutage(ctx context.Context, d *Deployment, s Sizes, what string, stop, start func() error) (outage, error) {
-	var out outage
+// was acknowledged meanwhile, starts it again and measures the drain, which
+// it returns with its note.
+func brokerOutage(ctx context.Context, d *Deployment, s Sizes, what string, stop, start func() error) (string, time.Duration, error) {
 	if err := stop(); err != nil {
-		return out, err
+		return "", 0, err
 	}
 	down := time.Now()
 	d.mark(what + " down")
@@ -233,28 +225,27 @@ func brokerOutage(ctx context.Context, d *Deployment, s Sizes, what string, stop
 	acked := publishedAfter - publishedBefore
 	during := <-meanwhile
 	if err := start(); err != nil {
-		return out, err
+		return "", 0, err
 	}
 	up := time.Now()
 	d.markEnd(what + " back")
 	drained, err := d.waitOutboxEmpty(ctx)
 	if err != nil {
-		return out, err
+		return "", 0, err
 	}
-	out.drained = drained
-	out.note = fmt.Sprintf("%s down %s: %d/%d payments captured meanwhile, %.0f events acknowledged; pending rose to %.0f, oldest pending %.1fs (the OutboxPublishLag alert fires above 30s); drained %s after restart",
+	note := fmt.Sprintf("%s down %s: %d/%d payments captured meanwhile, %.0f events acknowledged; pending rose to %.0f, oldest pending %.1fs (the OutboxPublishLag alert fires above 30s); drained %s after restart",
 		what, up.Sub(down).Round(100*time.Millisecond), during.StatusCode["201"], during.Requests, acked, pending, lag, drained.Round(100*time.Millisecond))
 	switch {
 	case allCaptured(during) != nil:
-		return out, allCaptured(during)
+		return note, drained, allCaptured(during)
 	case acked != 0:
-		return out, fmt.Errorf("%.0f events were acknowledged while %s was down, below min.insync.replicas", acked, what)
+		return note, drained, fmt.Errorf("%.0f events were acknowledged while %s was down, below min.insync.replicas", acked, what)
 	case pending == 0 || lag < want:
-		return out, fmt.Errorf("the publish-lag metrics did not rise during the outage")
+		return note, drained, fmt.Errorf("the publish-lag metrics did not rise during the outage")
 	case s.Outage > publishLagThreshold && lag <= publishLagThreshold.Seconds():
-		return out, fmt.Errorf("the OutboxPublishLag condition (oldest pending > 30s) did not hold during a %s outage", s.Outage)
+		return note, drained, fmt.Errorf("the OutboxPublishLag condition (oldest pending > 30s) did not hold during a %s outage", s.Outage)
 	}
-	return out, nil
+	return note, drained, nil
 }
 
 // published sums the relays' published_total: events acknowledged by Kafka
@@ -299,11 +290,7 @@ func (d *Deployment) quiescent(ctx context.Context, limit time.Duration) float64
 // postgresRestart restarts the database while payments keep coming: they get
 // clean 503s during the outage, nothing is half written, nothing is lost.
 func postgresRestart(ctx context.Context, d *Deployment, s Sizes) (string, time.Duration, error) {
-	done := make(chan loadgen.Report, 1)
-	go func() {
-		rep, _ := loadgen.Run(ctx, loadgen.Config{BaseURL: d.APIURL, Rate: 20, Count: 200, Seed: 98, Timeout: 30 * time.Second})
-		done <- rep
-	}()
+	done := sideLoad(ctx, d, 200, 98)
 	time.Sleep(time.Second)
 	if err := d.servers.stopServer(postgresServer); err != nil {
 		return "", 0, err
@@ -343,16 +330,27 @@ func postgresRestart(ctx context.Context, d *Deployment, s Sizes) (string, time.
 	return note, drained, nil
 }
 
-// waitOutboxEmpty waits until no undispatched outbox row is left.
+// waitOutboxEmpty waits until no undispatched outbox row is left. It asks
+// on one connection, opened again after a failure (the server restarted).
 func (d *Deployment) waitOutboxEmpty(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
 	for {
-		conn, err := pgx.Connect(ctx, d.Src.OrdersURL)
+		var err error
+		if conn == nil {
+			conn, err = pgx.Connect(ctx, d.Src.OrdersURL)
+		}
 		if err == nil {
 			var n int
-			err = conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE dispatched_at IS NULL`).Scan(&n)
-			conn.Close(context.WithoutCancel(ctx))
-			if err == nil && n == 0 {
+			if err = conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE dispatched_at IS NULL`).Scan(&n); err != nil {
+				conn.Close(context.WithoutCancel(ctx))
+				conn = nil
+			} else if n == 0 {
 				return time.Since(start), nil
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/reconcile"
@@ -45,26 +44,21 @@ type Deployment struct {
 	RelayMode     string        // the relays' RELAY_MODE: RelayPoll or RelayWAL
 
 	servers    servers              // nil when the target cannot stop its servers
-	cluster    cluster              // nil when the target cannot stop its brokers
 	zombie     int                  // the scenario's count for Result.Zombie
 	timeline   *timeline            // while a scenario runs (timeline.go)
 	supervised []*supervise.Process // the local target's processes
 	stop       func()
 }
 
-// servers stops and starts the PostgreSQL server or Kafka broker a
-// deployment runs on, by the name a scenario's stops field gives.
+// servers stops and starts the PostgreSQL server or the Kafka a deployment
+// runs on, by the name a scenario's stops field gives — starting a Kafka
+// cluster starts the brokers that are not running — and kills single
+// brokers of the Kafka, whose node ids are 1..brokerNodes().
 type servers interface {
 	stopServer(name string) error
 	startServer(name string) error
-}
-
-// cluster stops and starts single brokers of the Kafka a deployment runs
-// on; their node ids are 1..brokerNodes().
-type cluster interface {
 	brokerNodes() int
-	signalBroker(id int, sig syscall.Signal) error
-	startBrokers() error // those not running
+	killBroker(id int) error
 }
 
 // Relay modes (the relays' RELAY_MODE).

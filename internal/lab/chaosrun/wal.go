@@ -99,15 +99,8 @@ func killWALReader(ctx context.Context, d *Deployment, _ Sizes) (string, time.Du
 	if err := victim.Arm(ctx, point, chaos.Fault{Action: chaos.Delay, Delay: chaos.Duration(time.Minute)}); err != nil {
 		return "", 0, err
 	}
-	for {
-		s, err := victim.chaos.Status(ctx, point)
-		if err == nil && s.Fired > 0 {
-			break
-		}
-		pause(ctx, 20*time.Millisecond)
-		if ctx.Err() != nil {
-			return "", 0, fmt.Errorf("%s never published a batch while it read the slot", victim.Name)
-		}
+	if err := victim.waitFired(ctx, point); err != nil {
+		return "", 0, fmt.Errorf("%s never published a batch while it read the slot", victim.Name)
 	}
 	d.mark(victim.Name + " stalled after publishing")
 	conn, err := pgx.Connect(ctx, d.Src.OrdersURL)

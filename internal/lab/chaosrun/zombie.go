@@ -138,14 +138,11 @@ func relayPausedPastLease(ctx context.Context, d *Deployment, _ Sizes) (string, 
 // woken one's offset commits, from a stale generation, refused — a committed
 // offset going backwards counts as a zombie write.
 func ledgerPaused(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
-	w, err := watchOffsets(ctx, d)
+	w, stop, err := watchLedgerGroup(ctx, d, 95)
 	if err != nil {
 		return "", 0, err
 	}
-	defer w.stop()
-	defer keepLoad(ctx, d, 95)()
-	all := len(d.Ledgers)
-	w.waitMembers(ctx, func(n int) bool { return n == all })
+	defer stop()
 	zombie := d.Ledgers[0]
 	duplicates := func() float64 {
 		var n float64
@@ -169,7 +166,9 @@ func ledgerPaused(ctx context.Context, d *Deployment, _ Sizes) (string, time.Dur
 		return "", 0, err
 	}
 	defer wake()
-	w.waitMembers(ctx, func(n int) bool { return n < all })
+	if err := w.waitMembers(ctx, func(n int) bool { return n < len(d.Ledgers) }); err != nil {
+		return "", 0, fmt.Errorf("%s was not evicted from the group: %w", zombie.Name, err)
+	}
 	evicted := time.Since(stopped)
 	pause(ctx, 2*time.Second) // the other takes its partitions over meanwhile
 	if err := wake(); err != nil {
@@ -179,14 +178,12 @@ func ledgerPaused(ctx context.Context, d *Deployment, _ Sizes) (string, time.Dur
 	if err := zombie.chaos.DisarmAll(ctx); err != nil {
 		return "", 0, fmt.Errorf("disarming %s: %w", zombie.Name, err)
 	}
-	w.waitMembers(ctx, func(n int) bool { return n == all })
-	rejoined := time.Since(woke)
-	if ctx.Err() != nil {
-		return "", 0, fmt.Errorf("%s did not rejoin the group: %w", zombie.Name, ctx.Err())
+	if err := w.waitMembers(ctx, d.allLedgers); err != nil {
+		return "", 0, fmt.Errorf("%s did not rejoin the group: %w", zombie.Name, err)
 	}
+	rejoined := time.Since(woke)
 	pause(ctx, 3*time.Second) // its first commits of the new generation
-	w.stop()
-	d.zombie = w.regressions()
+	d.zombie = w.stop()
 	return fmt.Sprintf("%s frozen inside a transaction; evicted from the group after %s, its partitions moved; woken after %s, rejoined in %s; "+
 		"%.0f deliveries skipped as duplicates by the inboxes; committed offsets went back %d times",
 		zombie.Name, evicted.Round(100*time.Millisecond), woke.Sub(stopped).Round(100*time.Millisecond),

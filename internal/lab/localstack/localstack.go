@@ -99,10 +99,9 @@ func (s *Server) AdminURL() string {
 	return fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable", s.ports[0])
 }
 
-// KillNode ends Kafka node id (1..Nodes) with sig: SIGKILL for a crash,
-// SIGTERM for a clean stop, and waits until the process is gone. Start
-// brings it back.
-func (s *Server) KillNode(id int, sig syscall.Signal) error {
+// KillNode SIGKILLs Kafka node id (1..Nodes), a crash, and waits until the
+// process is gone. Start brings it back.
+func (s *Server) KillNode(id int) error {
 	if s.service != "kafka" || id < 1 || id > len(s.ports) {
 		return fmt.Errorf("no Kafka node %d here", id)
 	}
@@ -118,15 +117,15 @@ func (s *Server) KillNode(id int, sig syscall.Signal) error {
 	if err != nil {
 		return fmt.Errorf("pid file %s: %w", pidFile, err)
 	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		return fmt.Errorf("signalling Kafka node %d (pid %d): %w", id, pid, err)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing Kafka node %d (pid %d): %w", id, pid, err)
 	}
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if syscall.Kill(pid, 0) != nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("kafka node %d (pid %d) still running a minute after %s", id, pid, sig)
+	return fmt.Errorf("kafka node %d (pid %d) still running a minute after SIGKILL", id, pid)
 }
 
 func (s *Server) stack(verb string) error {

@@ -1,5 +1,7 @@
 package reconcile
 
+import "slices"
+
 // Since returns what changed from base to r: the effects of what happened in
 // between, on a system that was already running at base (a long-lived
 // deployment, whose history the counts would otherwise carry). base must be
@@ -28,15 +30,16 @@ func (r Report) Since(base Report) Report {
 			w.Distinct -= base.Wire.Distinct
 			w.Duplicates -= base.Wire.Duplicates
 			w.OutOfOrder -= base.Wire.OutOfOrder
-			w.Partitions = append([]PartitionWire(nil), w.Partitions...)
-			for i, p := range w.Partitions {
-				for _, b := range base.Wire.Partitions {
-					if b.Partition == p.Partition {
-						w.Partitions[i].Messages -= b.Messages
-						w.Partitions[i].Duplicates -= b.Duplicates
-						w.Partitions[i].OutOfOrder -= b.OutOfOrder
-					}
-				}
+			before := map[int32]PartitionWire{}
+			for _, b := range base.Wire.Partitions {
+				before[b.Partition] = b
+			}
+			w.Partitions = slices.Clone(w.Partitions)
+			for i := range w.Partitions {
+				b := before[w.Partitions[i].Partition]
+				w.Partitions[i].Messages -= b.Messages
+				w.Partitions[i].Duplicates -= b.Duplicates
+				w.Partitions[i].OutOfOrder -= b.OutOfOrder
 			}
 		}
 		out.Wire = &w

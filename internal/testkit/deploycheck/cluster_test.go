@@ -35,39 +35,33 @@ func TestComposeClusterProfile(t *testing.T) {
 	}
 	p := load("cluster")
 	const voters = "1@kafka:9093,2@kafka-2:9093,3@kafka-3:9093"
-	env := func(svc, key string) string {
-		s, ok := p.Services[svc]
+	for i, name := range []string{"kafka-2", "kafka-3"} {
+		svc, ok := p.Services[name]
 		if !ok {
-			t.Fatalf("service %s missing under --profile cluster", svc)
+			t.Fatalf("service %s missing under --profile cluster", name)
 		}
-		if v := s.Environment[key]; v != nil {
-			return *v
-		}
-		return ""
-	}
-	for i, svc := range []string{"kafka-2", "kafka-3"} {
-		if !slices.Contains(p.Services[svc].Profiles, "cluster") {
-			t.Errorf("%s: not under the cluster profile", svc)
+		if !slices.Contains(svc.Profiles, "cluster") {
+			t.Errorf("%s: not under the cluster profile", name)
 		}
 		want := map[string]string{
 			"KAFKA_NODE_ID": []string{"2", "3"}[i], "KAFKA_CONTROLLER_QUORUM_VOTERS": voters,
 			"KAFKA_DEFAULT_REPLICATION_FACTOR": "3", "KAFKA_MIN_INSYNC_REPLICAS": "2",
 			"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "3", "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "2",
-			"CLUSTER_ID": env("kafka", "CLUSTER_ID"),
+			"CLUSTER_ID": env(p.Services["kafka"], "CLUSTER_ID"),
 		}
 		for k, v := range want {
 			if got := env(svc, k); got != v {
-				t.Errorf("%s: %s=%q, want %q", svc, k, got, v)
+				t.Errorf("%s: %s=%q, want %q", name, k, got, v)
 			}
 		}
-		if adv := env(svc, "KAFKA_ADVERTISED_LISTENERS"); !strings.Contains(adv, "INTERNAL://"+svc+":9092") {
-			t.Errorf("%s advertises %s", svc, adv)
+		if adv := env(svc, "KAFKA_ADVERTISED_LISTENERS"); !strings.Contains(adv, "INTERNAL://"+name+":9092") {
+			t.Errorf("%s advertises %s", name, adv)
 		}
-		if dep, ok := p.Services["init"].DependsOn[svc]; !ok || dep.Required || dep.Condition != types.ServiceConditionHealthy {
-			t.Errorf("init: want to wait for %s healthy when it runs (required: false), got %+v", svc, dep)
+		if dep, ok := p.Services["init"].DependsOn[name]; !ok || dep.Required || dep.Condition != types.ServiceConditionHealthy {
+			t.Errorf("init: want to wait for %s healthy when it runs (required: false), got %+v", name, dep)
 		}
-		if dep, ok := p.Services["kafka"].DependsOn[svc]; !ok || dep.Required {
-			t.Errorf("kafka: want %s started first when it runs (required: false), got %+v", svc, dep)
+		if dep, ok := p.Services["kafka"].DependsOn[name]; !ok || dep.Required {
+			t.Errorf("kafka: want %s started first when it runs (required: false), got %+v", name, dep)
 		}
 	}
 	script := strings.Join(p.Services["kafka"].Command, " ")
