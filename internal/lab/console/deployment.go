@@ -9,12 +9,13 @@ import (
 	"github.com/paylab/paylab/internal/lab/reconcile"
 )
 
-// Roles of the processes, which name their fault points' prefix.
+// Roles of the processes, which name their fault points' prefix: those of
+// a local deployment (chaosrun.Layout).
 const (
-	RoleOrders        = "orders"
-	RoleRelay         = "relay"
-	RoleLedger        = "ledger"
-	RoleNotifications = "notifications"
+	RoleOrders        = chaosrun.RoleOrders
+	RoleRelay         = chaosrun.RoleRelay
+	RoleLedger        = chaosrun.RoleLedger
+	RoleNotifications = chaosrun.RoleNotifications
 )
 
 // ModeOutbox is the orders API's default OUTBOX_MODE.

@@ -121,33 +121,27 @@ func (l *Local) start(ctx context.Context) error {
 		return err
 	}
 	l.apiURL = fmt.Sprintf("http://127.0.0.1:%d", apiPort)
-	// slices.Clip makes every append below copy: no two processes share
-	// a backing array.
-	common := slices.Clip([]string{"KAFKA_BROKERS=" + strings.Join(s.Brokers, ","), "LOG_LEVEL=warn",
-		"CHAOS_ENABLED=true", "CHAOS_TOKEN=" + l.cfg.Token})
-	if err := l.add("orders", RoleOrders, nil, append(common, "DATABASE_URL="+urls["orders"], "ORDERS_TOPIC="+topic,
-		"OUTBOX_MODE="+l.mode, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", apiPort))); err != nil {
-		return err
-	}
-	for i := range l.cfg.Relays {
-		name := fmt.Sprintf("relay-%d", i)
-		if err := l.add(name, RoleRelay, []string{"relay"}, append(common, "DATABASE_URL="+urls["orders"], "RELAY_ID="+name,
-			"RELAY_MODE=poll", "RELAY_LEASE_TTL="+relayLeaseTTL.String(), "RELAY_POLL_INTERVAL=250ms", "RELAY_STATS_INTERVAL=1s")); err != nil {
-			return err
-		}
-	}
-	consumer := slices.Clip(append(common, "ORDERS_TOPIC="+topic, "DEAD_LETTER_TOPIC="+topic+".dlq", "INBOX_ENABLED=true"))
-	ledgerPort, err := localstack.FreePort()
+	specs, err := chaosrun.Layout{
+		Brokers: s.Brokers, SMTPAddr: s.SMTPAddr, Token: l.cfg.Token, Topic: topic,
+		OrdersURL: urls["orders"], LedgerURL: urls["ledger"], NotificationsURL: urls["notifications"],
+		APIAddr: fmt.Sprintf("127.0.0.1:%d", apiPort), Mode: l.mode, InboxEnabled: true,
+		Relays: l.cfg.Relays, RelayMode: chaosrun.RelayPoll, LeaseTTL: relayLeaseTTL,
+		LedgerGroup: "ledger-" + l.slug, NotificationsGroup: "notifications-" + l.slug,
+	}.Specs()
 	if err != nil {
 		return err
 	}
-	if err := l.add("ledger", RoleLedger, nil, append(consumer, "DATABASE_URL="+urls["ledger"],
-		"CONSUMER_GROUP=ledger-"+l.slug, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", ledgerPort))); err != nil {
-		return err
-	}
-	if err := l.add("notifications", RoleNotifications, nil, append(consumer, "DATABASE_URL="+urls["notifications"],
-		"CONSUMER_GROUP=notifications-"+l.slug, "SMTP_ADDR="+s.SMTPAddr)); err != nil {
-		return err
+	for _, spec := range specs {
+		log, err := os.Create(filepath.Join(l.cfg.LogDir, spec.Name+".log"))
+		if err != nil {
+			return err
+		}
+		sp, admin, err := spec.Supervise(l.cfg.Bin, log)
+		if err != nil {
+			log.Close()
+			return err
+		}
+		l.procs = append(l.procs, localProc{Proc: Proc{Name: spec.Name, Role: spec.Role, Admin: admin}, sp: sp})
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, p := range l.procs {
@@ -158,30 +152,6 @@ func (l *Local) start(ctx context.Context) error {
 		})
 	}
 	return g.Wait()
-}
-
-// add prepares a supervised process with an admin listener of its own.
-func (l *Local) add(name, role string, args, env []string) error {
-	port, err := localstack.FreePort()
-	if err != nil {
-		return err
-	}
-	log, err := os.Create(filepath.Join(l.cfg.LogDir, name+".log"))
-	if err != nil {
-		return err
-	}
-	binary := role
-	if role == RoleRelay {
-		binary = "orders"
-	}
-	admin := fmt.Sprintf("http://127.0.0.1:%d", port)
-	sp := &supervise.Process{
-		Name: name, Path: filepath.Join(l.cfg.Bin, binary), Args: args,
-		Env:      append(env, fmt.Sprintf("ADMIN_ADDR=127.0.0.1:%d", port)),
-		ReadyURL: admin + "/readyz", Restart: true, Log: log,
-	}
-	l.procs = append(l.procs, localProc{Proc: Proc{Name: name, Role: role, Admin: admin}, sp: sp})
-	return nil
 }
 
 // topics runs op on topic and its dead-letter topic.
