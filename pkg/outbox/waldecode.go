@@ -65,8 +65,10 @@ var fixedWidth = [...]struct{ col, n int }{
 
 // walDecoder turns pgoutput Relation and Insert messages into walEvents.
 type walDecoder struct {
-	table     string
-	relations map[uint32]*[numWALColumns]int // relation id → position of each column in its tuples
+	table string
+	// relations maps each relation id the stream described to the position
+	// of each outbox column in its tuples; nil for another table.
+	relations map[uint32]*[numWALColumns]int
 }
 
 func newWALDecoder(table string) *walDecoder {
@@ -77,8 +79,8 @@ func newWALDecoder(table string) *walDecoder {
 // first change of the table in a session, and again after it changed.
 func (d *walDecoder) relation(m *pglogrepl.RelationMessage) error {
 	if m.RelationName != d.table {
-		delete(d.relations, m.RelationID)
-		return nil // not the outbox: its inserts are ignored
+		d.relations[m.RelationID] = nil // not the outbox: its inserts are ignored
+		return nil
 	}
 	var pos [numWALColumns]int
 	for i := range pos {
@@ -108,7 +110,13 @@ func (d *walDecoder) relation(m *pglogrepl.RelationMessage) error {
 // row that cannot become an Event (undecodable headers) comes back with err
 // set, to be parked as the polling relay parks it.
 func (d *walDecoder) insert(m *pglogrepl.InsertMessage) (e walEvent, ok bool, err error) {
-	pos := d.relations[m.RelationID]
+	pos, described := d.relations[m.RelationID]
+	if !described {
+		// pgoutput describes a relation before its first change in a
+		// session: an insert it did not describe cannot be told apart from
+		// an outbox insert, and skipping it could skip an event.
+		return e, true, fmt.Errorf("an insert into relation %d, which the stream has not described", m.RelationID)
+	}
 	if pos == nil {
 		return e, false, nil
 	}

@@ -161,9 +161,12 @@ func (r *WALRelay) stream(ctx, lctx context.Context, parked map[aggKey]bool) (er
 	stopDrain()
 	close(pubCh)
 	wg.Wait()
-	if readErr == nil && ctx.Err() != nil && lctx.Err() == nil && pubErr == nil && markErr == nil {
-		// A clean stop: report the final position and wait until the
-		// server has it, so the next reader starts after it.
+	if readErr == nil && lctx.Err() == nil {
+		// The reader stopped (a stop, or the publisher or the marks gave
+		// up) with the connection sound and the lease held: report the
+		// final position — the end of what was published and marked, so
+		// always safe — and wait until the server has it, so the next
+		// reader starts after it instead of after the last periodic status.
 		if err := rd.finalStatus(); err != nil {
 			r.log.WarnContext(context.WithoutCancel(ctx), "confirming the final position failed; the next reader re-publishes from the last one", "error", err)
 		}
