@@ -103,7 +103,10 @@ func NewPool(t testing.TB, service string) (*pgxpool.Pool, string) {
 // DropDatabase drops a database, disconnecting its sessions.
 func DropDatabase(t testing.TB, name string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// DROP DATABASE waits for a checkpoint, and drops queue behind each
+	// other's: on a loaded machine that takes a while. The bound only
+	// catches a server that does not answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	admin, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
