@@ -37,14 +37,21 @@ type WALRelay struct {
 	log     *slog.Logger
 	queries *outboxdb.Queries
 	wal     walMetrics
+	health  readerHealth // what Ready reports
 }
 
 // walMetrics are the WAL relay's own metrics, next to the polling relay's.
 type walMetrics struct {
-	slotLag    prometheus.Gauge
+	slot       slotMetrics
 	active     prometheus.Gauge
 	reconnects prometheus.Counter
 	takeovers  prometheus.Counter
+	// invisibleWaits counts batches whose rows had to wait for their
+	// transactions to become visible before they could be recorded.
+	invisibleWaits prometheus.Counter
+	// swept counts events the stream passed without recording them, found
+	// pending by the sweep and published again (walsweep.go).
+	swept prometheus.Counter
 }
 
 // NewWALRelay returns a relay that streams the outbox table in pool
@@ -71,16 +78,19 @@ func NewWALRelay(pool *pgxpool.Pool, replURL string, pub Publisher, cfg Config) 
 	repl.RuntimeParams["application_name"] = "outbox-wal-relay " + cfg.ID
 	p := cfg.MetricPrefix + "_wal_"
 	m := walMetrics{
-		slotLag: prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "slot_lag_bytes",
-			Help: "WAL written since the slot's confirmed position (pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))."}),
+		slot: newSlotMetrics(p, cfg.Slot),
 		active: prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "active_reader",
 			Help: "1 while this relay holds the reader lease and streams the slot, 0 while it is a standby."}),
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{Name: p + "reconnects_total",
 			Help: "Replication connections lost or refused and opened again."}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: p + "takeovers_total",
 			Help: "Reader leases taken over after another relay's expired."}),
+		swept: prometheus.NewCounter(prometheus.CounterOpts{Name: p + "swept_total",
+			Help: "Events found pending after the stream had passed their commit, and published again by the sweep: 0 unless something lost them (a slot recreated, say)."}),
+		invisibleWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: p + "invisible_commit_waits_total",
+			Help: "Batches recorded only after waiting for their streamed commits to become visible (a commit is streamed once flushed, visible a moment later, or after synchronous standbys confirmed it)."}),
 	}
-	for _, c := range []prometheus.Collector{m.slotLag, m.active, m.reconnects, m.takeovers} {
+	for _, c := range append(m.slot.collectors(), m.active, m.reconnects, m.takeovers, m.invisibleWaits, m.swept) {
 		if err := cfg.Registerer.Register(c); err != nil {
 			return nil, fmt.Errorf("outbox: registering WAL relay metrics: %w", err)
 		}
@@ -169,6 +179,7 @@ func (r *WALRelay) serveWithLease(ctx context.Context, row outboxdb.AcquireWALLe
 	r.log.InfoContext(ctx, "reading the slot")
 	r.serve(ctx, l.ctx, row)
 	r.wal.active.Set(0)
+	r.health.set(nil) // a standby, or stopped
 	held := l.stop()
 	if held && ctx.Err() != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.LeaseTTL/4)
@@ -249,35 +260,4 @@ func (r *WALRelay) holdLease(ctx context.Context, start time.Time) *heldLease {
 		return held
 	}
 	return l
-}
-
-// slotStatsLoop refreshes the slot lag gauge every StatsInterval.
-func (r *WALRelay) slotStatsLoop(ctx context.Context) error {
-	ticker := time.NewTicker(r.cfg.StatsInterval)
-	defer ticker.Stop()
-	for {
-		if lag, err := r.SlotLag(ctx); err != nil && ctx.Err() == nil {
-			r.log.WarnContext(ctx, "reading the slot lag failed", "error", err)
-		} else if err == nil {
-			r.wal.slotLag.Set(float64(lag))
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
-	}
-}
-
-// SlotLag returns how many bytes of WAL were written since the slot's
-// confirmed position: what a reader would have to decode to catch up, and
-// what the server keeps for the slot.
-func (r *WALRelay) SlotLag(ctx context.Context) (int64, error) {
-	var lag int64
-	err := r.pool.QueryRow(ctx, `SELECT COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint
-		FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Slot).Scan(&lag)
-	if err != nil {
-		return 0, fmt.Errorf("reading the lag of slot %s: %w", r.cfg.Slot, err)
-	}
-	return lag, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paylab/paylab/internal/platform/migrate"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 )
@@ -55,7 +56,40 @@ func walSetupAfter(t *testing.T, partitions int32, beforeSlot func(pool *pgxpool
 		}
 	})
 	pool, url := testenv.NewPool(t, "orders")
-	adminCfg, err := pgxpool.ParseConfig(testenv.AdminURL())
+	return walFixtureOn(t, testenv.AdminURL(), pool, url, partitions, beforeSlot)
+}
+
+// walSetupPrivate is walSetup on a PostgreSQL server of the test's own, for
+// a test that changes server settings.
+func walSetupPrivate(t *testing.T, partitions int32) *walFixture {
+	t.Helper()
+	ctx := testenv.Context(t)
+	pg := testenv.StartPostgres(t)
+	db := migrate.Database{Name: "orders", Role: "orders", Password: "orders", Replication: true}
+	if err := migrate.Bootstrap(ctx, pg.AdminURL(), []migrate.Database{db}); err != nil {
+		t.Fatal(err)
+	}
+	url, err := migrate.URL(pg.AdminURL(), db.Name, db.Role, db.Password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate.Up(ctx, url, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return walFixtureOn(t, pg.AdminURL(), pool, url, partitions, nil)
+}
+
+// walFixtureOn completes a WAL fixture on the orders database that pool
+// and url reach, on the server that adminURL administers.
+func walFixtureOn(t *testing.T, adminURL string, pool *pgxpool.Pool, url string, partitions int32, beforeSlot func(pool *pgxpool.Pool, topic string)) *walFixture {
+	t.Helper()
+	ctx := testenv.Context(t)
+	adminCfg, err := pgxpool.ParseConfig(adminURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,12 +8,15 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
+
+	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
 )
 
 // walEvent is one outbox row decoded from the WAL (or read by the
 // hand-over), on its way through the WAL relay.
 type walEvent struct {
 	id        int64
+	xid       uint32 // the transaction that inserted it; 0 for a row read from the table
 	createdAt time.Time
 	event     Event
 	err       error // set when the row cannot become an Event: it is parked
@@ -65,20 +68,20 @@ var fixedWidth = [...]struct{ col, n int }{
 
 // walDecoder turns pgoutput Relation and Insert messages into walEvents.
 type walDecoder struct {
-	table string
+	table walTable
 	// relations maps each relation id the stream described to the position
 	// of each outbox column in its tuples; nil for another table.
 	relations map[uint32]*[numWALColumns]int
 }
 
-func newWALDecoder(table string) *walDecoder {
+func newWALDecoder(table walTable) *walDecoder {
 	return &walDecoder{table: table, relations: map[uint32]*[numWALColumns]int{}}
 }
 
 // relation records a table's column layout; pgoutput sends it before the
 // first change of the table in a session, and again after it changed.
 func (d *walDecoder) relation(m *pglogrepl.RelationMessage) error {
-	if m.RelationName != d.table {
+	if m.Namespace != d.table.schema || m.RelationName != d.table.name {
 		d.relations[m.RelationID] = nil // not the outbox: its inserts are ignored
 		return nil
 	}
@@ -195,12 +198,17 @@ func pgTime(b []byte) time.Time {
 	return pgEpoch.Add(time.Duration(int64(binary.BigEndian.Uint64(b))) * time.Microsecond)
 }
 
-// walEventFromRow turns a hand-over row into a walEvent.
-func walEventFromRow(id int64, createdAt time.Time, e Event, headers json.RawMessage) walEvent {
-	w := walEvent{id: id, createdAt: createdAt, event: e}
-	if len(headers) > 0 && string(headers) != "{}" {
-		if err := json.Unmarshal(headers, &w.event.Headers); err != nil {
-			w.err = Permanent(fmt.Errorf("decoding the headers of event %s: %w", e.ID, err))
+// walEventFromHandover turns a row read from the table (by the hand-over or
+// the sweep) into a walEvent.
+func walEventFromHandover(x outboxdb.WALHandoverEventsRow) walEvent {
+	w := walEvent{id: x.ID, createdAt: x.CreatedAt, event: Event{
+		ID: x.EventID, AggregateType: x.AggregateType, AggregateID: x.AggregateID, Type: x.EventType,
+		SchemaVersion: int(x.SchemaVersion), Sequence: x.Sequence, Topic: x.Topic, Payload: x.Payload,
+		OccurredAt: x.OccurredAt,
+	}}
+	if len(x.Headers) > 0 && string(x.Headers) != "{}" {
+		if err := json.Unmarshal(x.Headers, &w.event.Headers); err != nil {
+			w.err = Permanent(fmt.Errorf("decoding the headers of event %s: %w", x.EventID, err))
 		}
 	}
 	return w

@@ -212,6 +212,12 @@ func (r *WALRelay) markWithRetry(lctx, drain context.Context, events []walEvent)
 // events (or, with Config.WALKeepDispatched, one UPDATE sets their
 // dispatched_at), and one more statement parks the parked ones. A mark that
 // follows a lost lease is still correct (those events were acknowledged).
+//
+// A streamed transaction may not be visible yet (see awaitVisible): when the
+// statement records fewer rows than the batch has events, the relay waits
+// until every transaction of the batch is visible and records the rest. Rows
+// still missing then were recorded already (by a reader whose position was
+// not confirmed before it stopped).
 func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 	if len(events) == 0 {
 		return nil
@@ -229,27 +235,38 @@ func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 		}
 		ids = append(ids, events[i].id)
 	}
+	xids := transactionsOf(events)
+	visible := len(xids) == 0 // every transaction of the batch is known to be visible
 	if len(ids) > 0 {
-		var res outboxdb.MarkDispatchedRow
-		var err error
-		if r.cfg.WALKeepDispatched {
-			res, err = r.queries.MarkDispatched(ctx, ids)
-		} else {
-			var d outboxdb.DeletePublishedRow
-			d, err = r.queries.DeletePublished(ctx, ids)
-			res = outboxdb.MarkDispatchedRow(d)
+		var marked int64
+		var at time.Time
+		for {
+			res, err := r.record(ctx, ids)
+			if err != nil {
+				return fmt.Errorf("marking %d events dispatched: %w", len(ids), err)
+			}
+			marked, at = marked+res.Marked, res.MarkedAt
+			if marked >= int64(len(ids)) || visible {
+				break
+			}
+			if err := r.awaitVisible(ctx, xids); err != nil {
+				return err
+			}
+			visible = true
 		}
-		if err != nil {
-			return fmt.Errorf("marking %d events dispatched: %w", len(ids), err)
-		}
-		r.base.metrics.published.Add(float64(res.Marked))
+		r.base.metrics.published.Add(float64(marked))
 		for i := range events {
 			if !events[i].parked {
-				r.base.metrics.publishLatency.Observe(res.MarkedAt.Sub(events[i].createdAt).Seconds())
+				r.base.metrics.publishLatency.Observe(at.Sub(events[i].createdAt).Seconds())
 			}
 		}
 	}
 	if len(parkIDs) > 0 {
+		if !visible {
+			if err := r.awaitVisible(ctx, xids); err != nil {
+				return err
+			}
+		}
 		n, err := r.queries.ParkEvents(ctx, outboxdb.ParkEventsParams{Ids: parkIDs, Errors: parkErrs})
 		if err != nil {
 			return fmt.Errorf("parking %d events: %w", len(parkIDs), err)
@@ -257,6 +274,57 @@ func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 		r.base.metrics.parkedTotal.Add(float64(n))
 	}
 	return nil
+}
+
+// record deletes the acknowledged events' rows, or marks them dispatched.
+func (r *WALRelay) record(ctx context.Context, ids []int64) (outboxdb.MarkDispatchedRow, error) {
+	if r.cfg.WALKeepDispatched {
+		return r.queries.MarkDispatched(ctx, ids)
+	}
+	d, err := r.queries.DeletePublished(ctx, ids)
+	return outboxdb.MarkDispatchedRow(d), err
+}
+
+// transactionsOf lists the streamed transactions of events (consecutive
+// events of one transaction are adjacent).
+func transactionsOf(events []walEvent) []int64 {
+	var xids []int64
+	for i := range events {
+		if x := int64(events[i].xid); x != 0 && (len(xids) == 0 || xids[len(xids)-1] != x) {
+			xids = append(xids, x)
+		}
+	}
+	return xids
+}
+
+// awaitVisible waits until every transaction in xids is visible to new
+// snapshots. PostgreSQL streams a commit once its WAL record is flushed; the
+// committing backend makes it visible a moment later, after synchronous
+// standbys confirmed it when synchronous replication is on. Its events may
+// be published in between (the commit is durable), but its rows cannot be
+// recorded until then, and the position must not be confirmed before they
+// are: the rows would stay pending for good.
+func (r *WALRelay) awaitVisible(ctx context.Context, xids []int64) error {
+	wait, counted := time.Millisecond, false
+	for {
+		n, err := r.queries.InvisibleTransactions(ctx, xids)
+		if err != nil {
+			return fmt.Errorf("checking that %d streamed transactions are visible: %w", len(xids), err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if !counted {
+			r.wal.invisibleWaits.Inc()
+			counted = true
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return fmt.Errorf("%d streamed transactions are committed but not yet visible (synchronous standbys not answering?): %w", n, ctx.Err())
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
 }
 
 // parkedAggregates loads the aggregates that have a parked ordered event.
@@ -294,11 +362,7 @@ func (r *WALRelay) handover(ctx, lctx context.Context, row outboxdb.AcquireWALLe
 		}
 		events := make([]walEvent, len(rows))
 		for i, x := range rows {
-			events[i] = walEventFromRow(x.ID, x.CreatedAt, Event{
-				ID: x.EventID, AggregateType: x.AggregateType, AggregateID: x.AggregateID, Type: x.EventType,
-				SchemaVersion: int(x.SchemaVersion), Sequence: x.Sequence, Topic: x.Topic, Payload: x.Payload,
-				OccurredAt: x.OccurredAt,
-			}, x.Headers)
+			events[i] = walEventFromHandover(x)
 		}
 		r.base.metrics.batchSize.Observe(float64(len(events)))
 		if err := r.resolve(lctx, ctx, events, parked); err != nil {

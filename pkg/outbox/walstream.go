@@ -45,21 +45,24 @@ func (r *WALRelay) serve(ctx, lctx context.Context, row outboxdb.AcquireWALLease
 				break
 			}
 		}
-		if both.Err() != nil {
+		if ctx.Err() != nil || lctx.Err() != nil {
 			return
 		}
+		r.health.set(err)
 		r.base.metrics.relayErrors.Inc()
 		r.log.ErrorContext(ctx, "preparing to stream failed; retrying", "error", err)
 		pause(both, r.cfg.PollInterval)
 	}
 	for {
 		err := r.stream(ctx, lctx, parked)
-		if both.Err() != nil {
-			if err != nil {
+		// ctx and lctx, not both: both ends a moment after them.
+		if ctx.Err() != nil || lctx.Err() != nil {
+			if err != nil && ctx.Err() == nil {
 				r.log.WarnContext(context.WithoutCancel(ctx), "the stream ended with an error", "error", err)
 			}
 			return
 		}
+		r.health.set(err)
 		r.wal.reconnects.Inc()
 		if slotInUse(err) {
 			// Not ours yet: the previous reader's walsender still holds the
@@ -85,6 +88,10 @@ func (r *WALRelay) stream(ctx, lctx context.Context, parked map[aggKey]bool) (er
 	defer stopReading()
 	defer context.AfterFunc(ctx, stopReading)()
 
+	table, err := r.checkPublication(rctx)
+	if err != nil {
+		return err
+	}
 	conn, err := pgconn.ConnectConfig(rctx, r.repl)
 	if err != nil {
 		return fmt.Errorf("opening the replication connection: %w", err)
@@ -156,7 +163,8 @@ func (r *WALRelay) stream(ctx, lctx context.Context, parked map[aggKey]bool) (er
 	}()
 
 	rd := &walReader{r: r, conn: conn, rctx: rctx, pubCh: pubCh, confirmed: &confirmed, inflight: &inflight,
-		dec: newWALDecoder(r.cfg.Table), batch: r.newBatch(), lastStatus: time.Now()}
+		dec: newWALDecoder(table), batch: r.newBatch(), lastStatus: time.Now(), checkedAt: time.Now()}
+	r.health.set(nil)
 	readErr := rd.run()
 	stopDrain()
 	close(pubCh)
@@ -189,10 +197,17 @@ type walReader struct {
 	dec       *walDecoder
 	batch     *walBatch
 	inTx      bool
+	xid       uint32 // the transaction being received
 
 	idle       pglogrepl.LSN // position confirmable while nothing is pending (keepalives, transactions without events)
 	flushed    pglogrepl.LSN // position last reported
 	lastStatus time.Time
+
+	checkedAt time.Time // the last check of the publication
+
+	sweptAt  time.Time     // the last sweep (see sweep)
+	sweepLSN pglogrepl.LSN // the WAL position of the sweep's mark; 0 for none
+	sweepIDs []int64       // the pending events the mark listed
 }
 
 // position is what may be reported as flushed: the end of the last
@@ -299,6 +314,12 @@ func (rd *walReader) run() error {
 			if err := rd.maybeStatus(); err != nil {
 				return err
 			}
+			if err := rd.recheck(); err != nil {
+				return err
+			}
+			if err := rd.sweep(); err != nil && rd.rctx.Err() == nil {
+				rd.r.log.WarnContext(rd.rctx, "the sweep failed; it runs again later", "error", err)
+			}
 			if rd.pending() {
 				wake(walLinger)
 			} else {
@@ -360,7 +381,7 @@ func (rd *walReader) message(m pglogrepl.Message) error {
 	case *pglogrepl.RelationMessage:
 		return rd.dec.relation(m)
 	case *pglogrepl.BeginMessage:
-		rd.inTx = true
+		rd.inTx, rd.xid = true, m.Xid
 	case *pglogrepl.InsertMessage:
 		e, ok, err := rd.dec.insert(m)
 		if err != nil {
@@ -369,6 +390,7 @@ func (rd *walReader) message(m pglogrepl.Message) error {
 		if !ok {
 			return nil
 		}
+		e.xid = rd.xid
 		rd.batch.events = append(rd.batch.events, e)
 		if len(rd.batch.events) >= rd.r.cfg.BatchSize {
 			rd.handoff(true)
@@ -403,4 +425,21 @@ func (rd *walReader) finalStatus() error {
 			return nil
 		}
 	}
+}
+
+// recheck checks the publication again every StatsInterval: one that
+// changed under a running stream ends it, with the reason.
+func (rd *walReader) recheck() error {
+	if time.Since(rd.checkedAt) < rd.r.cfg.StatsInterval {
+		return nil
+	}
+	rd.checkedAt = time.Now()
+	t, err := rd.r.checkPublication(rd.rctx)
+	if rd.rctx.Err() != nil {
+		return nil
+	}
+	if err == nil && t != rd.dec.table {
+		err = fmt.Errorf("%w: the outbox table is %s now, the stream decodes %s", errPublication, t, rd.dec.table)
+	}
+	return err
 }

@@ -103,3 +103,39 @@ WHERE t.id = ANY(sqlc.arg(ids)::bigint[]) AND t.dispatched_at IS NULL;
 SELECT DISTINCT aggregate_type, aggregate_id
 FROM /* TEMPLATE: table */outbox
 WHERE dispatched_at IS NULL AND parked_at IS NOT NULL AND sequence > 0;
+
+-- name: InvisibleTransactions :one
+-- How many of the transactions xids (32-bit ids, as the replication stream
+-- names them) this statement's snapshot does not see yet. A commit is
+-- streamed once its WAL record is flushed, and becomes visible to other
+-- sessions a moment later (after the committing backend leaves the process
+-- array, or after synchronous standbys confirmed it): until then its rows
+-- cannot be deleted or marked. Each id is widened to 64 bits with the epoch
+-- of the snapshot's xmax, from which it is less than 2^31 away.
+SELECT count(*)::bigint AS invisible
+FROM unnest(sqlc.arg(xids)::bigint[]) AS x(xid),
+     LATERAL (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) AS s,
+     LATERAL (SELECT ((x.xid - s.xmax % 4294967296) % 4294967296 + 4294967296) % 4294967296 AS d) AS r
+WHERE NOT pg_visible_in_snapshot(
+    GREATEST(s.xmax + CASE WHEN r.d >= 2147483648 THEN r.d - 4294967296 ELSE r.d END, 0)::text::xid8,
+    pg_current_snapshot());
+
+-- name: WALSweepMark :one
+-- The oldest pending events and the WAL insert position, read together:
+-- every one of these rows is visible, so its commit lies before lsn. Once
+-- the slot's reader has confirmed lsn, each of them was streamed and
+-- recorded, unless something lost it (see WALSweepEvents).
+SELECT pg_current_wal_lsn()::text AS lsn,
+       ARRAY(SELECT id FROM /* TEMPLATE: table */outbox
+             WHERE dispatched_at IS NULL AND parked_at IS NULL
+             ORDER BY id LIMIT sqlc.arg(max_rows))::bigint[] AS ids;
+
+-- name: WALSweepEvents :many
+-- Of the events a sweep mark listed, those still pending after the reader
+-- confirmed the mark's position: the stream passed them without recording
+-- them. They are published again, in id order.
+SELECT id, event_id, aggregate_type, aggregate_id, event_type, schema_version, sequence, topic, payload,
+       headers, occurred_at, created_at
+FROM /* TEMPLATE: table */outbox
+WHERE id = ANY(sqlc.arg(ids)::bigint[]) AND dispatched_at IS NULL AND parked_at IS NULL
+ORDER BY id;

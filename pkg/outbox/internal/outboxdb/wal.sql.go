@@ -94,6 +94,30 @@ func (q *Queries) InitWALReader(ctx context.Context, slot string) error {
 	return err
 }
 
+const invisibleTransactions = `-- name: InvisibleTransactions :one
+SELECT count(*)::bigint AS invisible
+FROM unnest($1::bigint[]) AS x(xid),
+     LATERAL (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) AS s,
+     LATERAL (SELECT ((x.xid - s.xmax % 4294967296) % 4294967296 + 4294967296) % 4294967296 AS d) AS r
+WHERE NOT pg_visible_in_snapshot(
+    GREATEST(s.xmax + CASE WHEN r.d >= 2147483648 THEN r.d - 4294967296 ELSE r.d END, 0)::text::xid8,
+    pg_current_snapshot())
+`
+
+// How many of the transactions xids (32-bit ids, as the replication stream
+// names them) this statement's snapshot does not see yet. A commit is
+// streamed once its WAL record is flushed, and becomes visible to other
+// sessions a moment later (after the committing backend leaves the process
+// array, or after synchronous standbys confirmed it): until then its rows
+// cannot be deleted or marked. Each id is widened to 64 bits with the epoch
+// of the snapshot's xmax, from which it is less than 2^31 away.
+func (q *Queries) InvisibleTransactions(ctx context.Context, xids []int64) (int64, error) {
+	row := q.db.QueryRow(ctx, invisibleTransactions, xids)
+	var invisible int64
+	err := row.Scan(&invisible)
+	return invisible, err
+}
+
 const markDispatched = `-- name: MarkDispatched :one
 WITH marked AS (
     UPDATE /* TEMPLATE: table */outbox
@@ -302,4 +326,86 @@ func (q *Queries) WALHandoverEvents(ctx context.Context, arg WALHandoverEventsPa
 		return nil, err
 	}
 	return items, nil
+}
+
+const wALSweepEvents = `-- name: WALSweepEvents :many
+SELECT id, event_id, aggregate_type, aggregate_id, event_type, schema_version, sequence, topic, payload,
+       headers, occurred_at, created_at
+FROM /* TEMPLATE: table */outbox
+WHERE id = ANY($1::bigint[]) AND dispatched_at IS NULL AND parked_at IS NULL
+ORDER BY id
+`
+
+type WALSweepEventsRow struct {
+	ID            int64
+	EventID       uuid.UUID
+	AggregateType string
+	AggregateID   string
+	EventType     string
+	SchemaVersion int32
+	Sequence      int64
+	Topic         string
+	Payload       json.RawMessage
+	Headers       json.RawMessage
+	OccurredAt    time.Time
+	CreatedAt     time.Time
+}
+
+// Of the events a sweep mark listed, those still pending after the reader
+// confirmed the mark's position: the stream passed them without recording
+// them. They are published again, in id order.
+func (q *Queries) WALSweepEvents(ctx context.Context, ids []int64) ([]WALSweepEventsRow, error) {
+	rows, err := q.db.Query(ctx, wALSweepEvents, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WALSweepEventsRow
+	for rows.Next() {
+		var i WALSweepEventsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.EventID,
+			&i.AggregateType,
+			&i.AggregateID,
+			&i.EventType,
+			&i.SchemaVersion,
+			&i.Sequence,
+			&i.Topic,
+			&i.Payload,
+			&i.Headers,
+			&i.OccurredAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const wALSweepMark = `-- name: WALSweepMark :one
+SELECT pg_current_wal_lsn()::text AS lsn,
+       ARRAY(SELECT id FROM /* TEMPLATE: table */outbox
+             WHERE dispatched_at IS NULL AND parked_at IS NULL
+             ORDER BY id LIMIT $1)::bigint[] AS ids
+`
+
+type WALSweepMarkRow struct {
+	Lsn string
+	Ids []int64
+}
+
+// The oldest pending events and the WAL insert position, read together:
+// every one of these rows is visible, so its commit lies before lsn. Once
+// the slot's reader has confirmed lsn, each of them was streamed and
+// recorded, unless something lost it (see WALSweepEvents).
+func (q *Queries) WALSweepMark(ctx context.Context, maxRows int32) (WALSweepMarkRow, error) {
+	row := q.db.QueryRow(ctx, wALSweepMark, maxRows)
+	var i WALSweepMarkRow
+	err := row.Scan(&i.Lsn, &i.Ids)
+	return i, err
 }

@@ -90,6 +90,10 @@ func Run(ctx context.Context, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	rcfg := cfg.relayConfig(log)
 	rcfg.Registerer = reg
+	checks := map[string]admin.Check{
+		"database": func(ctx context.Context) error { return pool.Ping(ctx) },
+		"kafka":    kafkaCheck(client),
+	}
 	var runRelay func(context.Context) error
 	switch cfg.Mode {
 	case ModeWAL:
@@ -101,6 +105,7 @@ func Run(ctx context.Context, log *slog.Logger) error {
 			return err
 		}
 		runRelay = relay.Run
+		checks["wal reader"] = relay.Ready
 	default:
 		relay, err := outbox.NewRelay(pool, pub, rcfg)
 		if err != nil {
@@ -109,10 +114,7 @@ func Run(ctx context.Context, log *slog.Logger) error {
 		runRelay = relay.Run
 	}
 
-	router := admin.Handler(reg, map[string]admin.Check{
-		"database": func(ctx context.Context) error { return pool.Ping(ctx) },
-		"kafka":    kafkaCheck(client),
-	})
+	router := admin.Handler(reg, checks)
 	if err := chaos.Mount(router, chaos.Default, cfg.ChaosEnabled, cfg.ChaosToken); err != nil {
 		return err
 	}
