@@ -42,8 +42,8 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 func (r *recorder) Unregister(prometheus.Collector) bool { return true }
 
 // exported collects the metric names the services export: the orders API's,
-// the relay's (pkg/outbox) and the consumers' (pkg/inbox), plus Prometheus's
-// own `up`.
+// the relays' (pkg/outbox, polling and WAL) and the consumers' (pkg/inbox),
+// plus Prometheus's own `up`.
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recorder{names: map[string]bool{"up": true}}
@@ -57,6 +57,9 @@ func exported(t *testing.T) map[string]bool {
 	}
 	defer pool.Close()
 	if _, err := outbox.NewRelay(pool, nil, outbox.Config{Registerer: rec}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.NewWALRelay(pool, "postgres://nobody@127.0.0.1:1/none", nil, outbox.Config{Registerer: rec}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = inbox.NewRunner(pool, inbox.Config{
