@@ -10,6 +10,7 @@ package chaosrun
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/reconcile"
@@ -88,6 +89,9 @@ type Result struct {
 	DupOnWire  int    `json:"duplicates_on_wire"`
 	DupEffects int    `json:"duplicate_effects"`
 	OutOfOrder int    `json:"out_of_order"`
+	// PendingOutbox counts the outbox rows neither dispatched nor parked
+	// once the pipeline settled (reconcile.Backlog).
+	PendingOutbox int `json:"pending_outbox"`
 	// Zombie counts writes by a stalled process of what was no longer its
 	// own: outcomes recorded on rows another relay held, consumer offsets
 	// committed backwards.
@@ -136,6 +140,7 @@ func (r *Result) judge(rep reconcile.Report) {
 	r.Phantom = max(rep.Ledger.Phantom, rep.Notifications.Phantom)
 	r.DupEffects = max(rep.Ledger.Duplicate, rep.Notifications.Duplicate)
 	r.OutOfOrder = max(rep.Ledger.OutOfOrder, rep.Notifications.OutOfOrder)
+	r.PendingOutbox = rep.Outbox.Pending
 	if rep.Wire != nil {
 		r.DupOnWire = rep.Wire.Duplicates
 		r.OutOfOrder = max(r.OutOfOrder, rep.Wire.OutOfOrder)
@@ -154,6 +159,16 @@ func (r *Result) judge(rep reconcile.Report) {
 		r.Pass = r.DupEffects > 0
 	case ZombieWrites:
 		r.Pass = r.Zombie > 0
+	}
+	// Whatever a scenario expects, an outbox row left pending is an event
+	// the outbox never delivered, or delivered without recording it: no
+	// scenario passes with one. (The naive modes write no outbox rows.)
+	if p := rep.OutboxLeftPending(); p != "" {
+		r.Pass = false
+		r.Error = strings.TrimSpace(r.Error + " " + p)
+	}
+	if !rep.Settled {
+		r.Note = strings.TrimPrefix(r.Note+"; the pipeline had not settled by the deadline: the figures are those of the last read", "; ")
 	}
 	if r.Payments == 0 {
 		r.Pass = false

@@ -3,7 +3,8 @@
 // refund in the orders database, is there exactly one journal entry in the
 // ledger and exactly one receipt in notifications? It counts what was lost,
 // what appeared without a committed cause (phantom), what was applied twice,
-// what was applied out of order, and whether the ledger balances.
+// what was applied out of order, whether the ledger balances, and what the
+// outbox has left pending.
 package reconcile
 
 import (
@@ -44,8 +45,16 @@ type Report struct {
 	Notifications Effects        `json:"notifications"`
 	Unbalanced    map[string]int `json:"unbalanced,omitempty"` // currency → non-zero sum of postings
 	InboxAbsorbed int            `json:"inbox_absorbed"`       // duplicate deliveries the inboxes skipped (wire duplicates − duplicate effects)
-	Wire          *Wire          `json:"wire,omitempty"`
+	Outbox        Backlog        `json:"outbox"`
+	// Settled is false when Settle's deadline passed first: the figures are
+	// those of the last read.
+	Settled bool  `json:"settled"`
+	Wire    *Wire `json:"wire,omitempty"`
 }
+
+// OutboxLeftPending describes the outbox rows left pending, or is "" when
+// there are none.
+func (r Report) OutboxLeftPending() string { return r.Outbox.describe(r.Settled) }
 
 // Violations lists what breaks the guarantees; empty means the run is clean.
 func (r Report) Violations() []string {
@@ -78,13 +87,17 @@ func (r Report) Violations() []string {
 	for _, c := range currencies {
 		v = append(v, fmt.Sprintf("ledger: postings in %s sum to %d, not 0", c, r.Unbalanced[c]))
 	}
+	if p := r.OutboxLeftPending(); p != "" {
+		v = append(v, p)
+	}
 	return v
 }
 
 // key names one effect: an order's capture ("" refund) or one of its refunds.
 type key struct{ order, refund string }
 
-// checkDatabases compares the consumers' effects with the orders database.
+// checkDatabases compares the consumers' effects with the orders database
+// and reads the outbox's backlog.
 func checkDatabases(ctx context.Context, src Sources) (Report, error) {
 	var r Report
 	expected, err := committed(ctx, src.OrdersURL)
@@ -102,6 +115,9 @@ func checkDatabases(ctx context.Context, src Sources) (Report, error) {
 		return r, err
 	}
 	if r.Notifications, err = notificationEffects(ctx, src.NotificationsURL, expected); err != nil {
+		return r, err
+	}
+	if r.Outbox, err = readBacklog(ctx, src.OrdersURL); err != nil {
 		return r, err
 	}
 	return r, nil

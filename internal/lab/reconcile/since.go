@@ -6,12 +6,21 @@ import "slices"
 // between, on a system that was already running at base (a long-lived
 // deployment, whose history the counts would otherwise carry). base must be
 // a settled report, so nothing of its own was still in flight.
+//
+// The outbox's backlog is a state, not a running count: subtracting base's
+// pending rows would let rows that drained since hide rows left pending
+// since. So the outbox is r's, less the rows that were in it at base (ids
+// up to base's high-water mark): one of those still pending was pending at
+// base too — base's own fault, named by base's violations — and counting it
+// again would fail everything that follows for one old fault.
 func (r Report) Since(base Report) Report {
 	out := Report{
 		Captures:      r.Captures - base.Captures,
 		Refunds:       r.Refunds - base.Refunds,
 		Ledger:        r.Ledger.since(base.Ledger),
 		Notifications: r.Notifications.since(base.Notifications),
+		Outbox:        r.Outbox.after(base.Outbox.HighWater),
+		Settled:       r.Settled,
 	}
 	for _, m := range []map[string]int{r.Unbalanced, base.Unbalanced} {
 		for c := range m {
