@@ -112,7 +112,13 @@ CONF
 # script into paylab.conf, which postgresql.conf includes: a data folder made
 # by an earlier version gets them at its next start. wal_level=logical lets a
 # replication slot decode the outbox's inserts (the WAL relay and the
-# Debezium peer of make bench-peers).
+# Debezium peer of make bench-peers). max_slot_wal_keep_size bounds the WAL a
+# slot may hold back: a slot nobody reads (a test or a WAL relay that died
+# without dropping it) would otherwise keep every WAL segment from its
+# position on until the disk fills. Past the limit PostgreSQL invalidates
+# the slot (pg_replication_slots.wal_status 'lost'): it can no longer be
+# streamed: drop it with the relays stopped, and once started they create it
+# again and hand over the events still pending.
 pg_settings() {
   grep -q "^include_if_exists = 'paylab.conf'" "$PG_DATA/postgresql.conf" ||
     echo "include_if_exists = 'paylab.conf'" >>"$PG_DATA/postgresql.conf"
@@ -120,6 +126,7 @@ pg_settings() {
 wal_level = logical
 max_wal_senders = 20
 max_replication_slots = 20
+max_slot_wal_keep_size = 2GB
 CONF
   [ "$(id -u)" -eq 0 ] && chown "$PG_USER" "$PG_DATA/paylab.conf"
   return 0

@@ -26,7 +26,7 @@ import (
 	"github.com/paylab/paylab/internal/platform/process"
 )
 
-// runConsole: paylab console [--target local|compose] [--addr A] [--mode M] [--relays N]
+// runConsole: paylab console [--target local|compose] [--addr A] [--mode M] [--relays N] [--relay-mode poll|wal]
 // [--bin DIR] [--mailpit PATH] [--logs DIR] [--env-file .env]
 func runConsole(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
@@ -36,6 +36,7 @@ func runConsole(ctx context.Context, args []string, out io.Writer) error {
 	addr := fs.String("addr", "", "where to serve the page (default HTTP_ADDR, or 127.0.0.1:8090)")
 	mode := fs.String("mode", console.ModeOutbox, "local: the orders API's first OUTBOX_MODE (outbox, naive or naive-publish-first)")
 	relays := fs.Int("relays", 2, "local: how many relays")
+	relayMode := fs.String("relay-mode", console.RelayPoll, "local: the relays' RELAY_MODE: poll (claim with leases) or wal (stream a replication slot)")
 	envFile := fs.String("env-file", ".env", "compose: the .env that docker compose read (the environment wins over it)")
 	exe, _ := os.Executable()
 	bin := fs.String("bin", filepath.Dir(exe), "local: folder with the orders, ledger and notifications binaries")
@@ -68,7 +69,10 @@ func runConsole(ctx context.Context, args []string, out io.Writer) error {
 				return err
 			}
 		}
-		env := &chaosrun.Env{Bin: *bin, Mailpit: *mailpit, LogDir: *logs}
+		if *relayMode != console.RelayPoll && *relayMode != console.RelayWAL {
+			return fmt.Errorf("console: --relay-mode %q is not %s or %s", *relayMode, console.RelayPoll, console.RelayWAL)
+		}
+		env := &chaosrun.Env{Bin: *bin, Mailpit: *mailpit, LogDir: *logs, RelayMode: *relayMode}
 		fmt.Fprintf(out, "console: starting private PostgreSQL, Kafka and Mailpit, then the services (logs in %s)\n", *logs)
 		if err := env.Start(ctx); err != nil {
 			env.Stop()
@@ -79,15 +83,15 @@ func runConsole(ctx context.Context, args []string, out io.Writer) error {
 			token = randomToken()
 		}
 		l, err := console.StartLocal(ctx, console.LocalConfig{Bin: *bin, LogDir: *logs, Servers: env.Servers(),
-			Token: token, Mode: *mode, Relays: *relays})
+			Token: token, Mode: *mode, Relays: *relays, RelayMode: *relayMode})
 		if err != nil {
 			return err
 		}
 		defer l.Stop()
 		d = l
 	case "compose":
-		if isSet(fs, "mode") || isSet(fs, "relays") {
-			return errors.New("console: --mode and --relays are for --target local; a compose deployment runs what its .env says")
+		if isSet(fs, "mode") || isSet(fs, "relays") || isSet(fs, "relay-mode") {
+			return errors.New("console: --mode, --relays and --relay-mode are for --target local; a compose deployment runs what its .env says")
 		}
 		environ, err := readEnviron(*envFile, isSet(fs, "env-file"))
 		if err != nil {

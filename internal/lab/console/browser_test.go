@@ -48,6 +48,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	browser := chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
+	bootstrapRoles(t, ctx)
 
 	tokenBytes := make([]byte, 12)
 	_, _ = rand.Read(tokenBytes)

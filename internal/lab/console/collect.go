@@ -104,13 +104,22 @@ func (c *collector) collect(ctx context.Context) State {
 	now := time.Now()
 	st := State{At: now}
 	probs := &problems{}
+	relayMode := c.d.Settings().RelayMode
 	procs := c.d.Procs(ctx)
 	scrapes := make([]scrape, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
 		wg.Go(func() { scrapes[i] = c.scrape(ctx, p) })
 	}
-	wg.Go(func() { c.orders(ctx, &st, probs) })
+	wg.Go(func() {
+		switch {
+		case !c.orders(ctx, &st, probs):
+		case relayMode == RelayWAL:
+			c.walSlot(ctx, &st, probs)
+		default:
+			c.leases(ctx, &st, probs)
+		}
+	})
 	wg.Go(func() { c.consumer(ctx, "ledger", `SELECT count(*) FROM journal_entries`, &st.Ledger, probs) })
 	wg.Go(func() { c.consumer(ctx, "notifications", `SELECT count(*) FROM notifications`, &st.Notify, probs) })
 	wg.Go(func() { c.topic(&st.Kafka, probs) })
@@ -118,7 +127,7 @@ func (c *collector) collect(ctx context.Context) State {
 
 	for i, p := range procs {
 		s := scrapes[i]
-		v := ProcView{Name: p.Name, Role: p.Role, Up: s.up, Points: Points(p.Role)}
+		v := ProcView{Name: p.Name, Role: p.Role, Up: s.up, Points: PointsIn(p.Role, relayMode)}
 		if start, ok := s.metric("process_start_time_seconds"); ok {
 			if last, seen := c.started[p.Name]; seen && last != start {
 				c.restarts[p.Name]++
@@ -130,8 +139,14 @@ func (c *collector) collect(ctx context.Context) State {
 		case RoleOrders:
 			st.Orders.NaivePublished, _ = s.metric("paylab_orders_naive_publish_total")
 		case RoleRelay:
-			v.Published, _ = s.metric("paylab_outbox_published_total")
+			v.Published, _ = s.metric(metricPublished)
 			v.Rate = c.rates.observe("relay/"+p.Name, now, v.Published)
+			if reading, ok := s.metric(metricWALActiveReader); ok {
+				v.WALRole = WALStandby
+				if reading == 1 {
+					v.WALRole = WALReader
+				}
+			}
 		case RoleLedger, RoleNotifications:
 			cons := &st.Ledger
 			if p.Role == RoleNotifications {
@@ -155,6 +170,15 @@ func (c *collector) collect(ctx context.Context) State {
 	c.logNew(ctx, probs)
 	return st
 }
+
+// The relays' metrics (pkg/outbox, under its default prefix paylab_outbox,
+// which the relay process keeps).
+const (
+	metricPublished = "paylab_outbox_published_total"
+	// metricWALActiveReader is registered by the WAL relay only: 1 while
+	// it holds the reader lease and streams the slot, 0 on a standby.
+	metricWALActiveReader = "paylab_outbox_wal_active_reader"
+)
 
 // scrape is one process's readiness and metrics.
 type scrape struct {
@@ -194,10 +218,10 @@ func (c *collector) scrape(ctx context.Context, p Proc) scrape {
 	return s
 }
 
-// orders reads the captures, the outbox and the leases.
-func (c *collector) orders(ctx context.Context, st *State, probs *problems) {
-	pool := c.pools["orders"]
-	err := pool.QueryRow(ctx, `
+// orders reads the captures and the outbox; false when the orders
+// database does not answer.
+func (c *collector) orders(ctx context.Context, st *State, probs *problems) bool {
+	err := c.pools["orders"].QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM orders WHERE status <> 'authorized'),
 		       count(*) FILTER (WHERE dispatched_at IS NULL AND parked_at IS NULL),
 		       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE dispatched_at IS NULL AND parked_at IS NULL)), 0)::float8,
@@ -206,9 +230,14 @@ func (c *collector) orders(ctx context.Context, st *State, probs *problems) {
 		FROM outbox`).Scan(&st.Orders.Captures, &st.Outbox.Pending, &st.Outbox.OldestAge, &st.Outbox.Dispatched, &st.Outbox.Parked)
 	if err != nil {
 		probs.add("the orders database does not answer", err)
-		return
+		return false
 	}
-	rows, err := pool.Query(ctx, `
+	return true
+}
+
+// leases reads the polling relays' leases: held and expired, per owner.
+func (c *collector) leases(ctx context.Context, st *State, probs *problems) {
+	rows, err := c.pools["orders"].Query(ctx, `
 		SELECT lease_owner, count(*) FILTER (WHERE leased_until > now()), count(*) FILTER (WHERE leased_until <= now())
 		FROM outbox WHERE dispatched_at IS NULL AND parked_at IS NULL AND lease_owner IS NOT NULL
 		GROUP BY lease_owner ORDER BY lease_owner`)

@@ -18,6 +18,13 @@ const (
 	RoleNotifications = chaosrun.RoleNotifications
 )
 
+// The relays' modes (RELAY_MODE): RelayPoll claims rows with leases,
+// RelayWAL streams a replication slot, one reader and standbys.
+const (
+	RelayPoll = chaosrun.RelayPoll
+	RelayWAL  = chaosrun.RelayWAL
+)
+
 // ModeOutbox is the orders API's default OUTBOX_MODE.
 const ModeOutbox = "outbox"
 
@@ -74,8 +81,27 @@ var points = map[string][]string{
 	RoleNotifications: {"notifications.after_send_before_mark", "notifications.after_mark_before_offset_commit"},
 }
 
-// Points returns the fault points of role.
+// Points returns the fault points the processes of role declare.
 func Points(role string) []string { return points[role] }
+
+// pollOnly are the relay's fault points only the polling relay reaches: the
+// WAL relay leases no rows, so outbox.Hooks.AfterLease never runs there.
+var pollOnly = map[string]bool{"relay.after_lease": true}
+
+// PointsIn returns the fault points the page offers on a process of role
+// when the relays run relayMode: those it can reach.
+func PointsIn(role, relayMode string) []string {
+	if role != RoleRelay || relayMode != RelayWAL {
+		return points[role]
+	}
+	var reached []string
+	for _, p := range points[role] {
+		if !pollOnly[p] {
+			reached = append(reached, p)
+		}
+	}
+	return reached
+}
 
 // ownPoint reports whether point is one of role's.
 func ownPoint(role, point string) bool {

@@ -5,6 +5,12 @@
 // process as toggles, a kill per process, the outbox/naive switch, payments
 // placed at a rate, and the reconciliation that counts what was lost.
 //
+// The relays' stage follows their mode (Settings.RelayMode): polling relays
+// show the leases they hold; WAL relays show which one reads the
+// replication slot and which stand by, the reader lease, and the slot's
+// position and retained WAL, and are offered only the fault points a WAL
+// relay reaches (PointsIn).
+//
 // The console holds no chaos token. The page sends the one its user typed
 // with every toggle, and the console forwards it to the process's admin
 // listener, which alone decides: without the right token the toggle is

@@ -35,6 +35,11 @@ type LocalConfig struct {
 	Token  string
 	Mode   string // the orders API's first OUTBOX_MODE; ModeOutbox when empty
 	Relays int    // relays; 2 when zero
+	// RelayMode is the relays' RELAY_MODE: RelayPoll (when empty) or
+	// RelayWAL, in which the orders role is granted REPLICATION and the
+	// relays stream a replication slot of the deployment's own, dropped
+	// by Stop.
+	RelayMode string
 }
 
 // Local runs the orders API, its relays, the ledger and notifications as
@@ -44,6 +49,7 @@ type LocalConfig struct {
 type Local struct {
 	cfg    LocalConfig
 	slug   string
+	slot   string // the WAL relays' replication slot; "" when they poll
 	apiURL string
 	src    reconcile.Sources
 	procs  []localProc
@@ -74,6 +80,13 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (*Local, error) {
 	if cfg.Relays == 0 {
 		cfg.Relays = 2
 	}
+	switch cfg.RelayMode {
+	case "":
+		cfg.RelayMode = RelayPoll
+	case RelayPoll, RelayWAL:
+	default:
+		return nil, fmt.Errorf("console: relay mode %q is not %s or %s", cfg.RelayMode, RelayPoll, RelayWAL)
+	}
 	if cfg.Token == "" {
 		return nil, errors.New("console: the processes need a chaos token")
 	}
@@ -92,6 +105,10 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (*Local, error) {
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	l := &Local{cfg: cfg, slug: "console_" + hex.EncodeToString(suffix), mode: cfg.Mode}
+	if cfg.RelayMode == RelayWAL {
+		// Slots belong to the whole server: one of the deployment's own.
+		l.slot = l.slug + "_wal"
+	}
 	if err := l.start(ctx); err != nil {
 		l.Stop()
 		return nil, fmt.Errorf("console: %w", err)
@@ -101,6 +118,11 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (*Local, error) {
 
 func (l *Local) start(ctx context.Context) error {
 	s := l.cfg.Servers
+	if l.slot != "" {
+		if err := grantReplication(ctx, s.AdminURL); err != nil {
+			return err
+		}
+	}
 	urls := map[string]string{}
 	for _, svc := range []string{"orders", "ledger", "notifications"} {
 		u, err := migrate.Fresh(ctx, s.AdminURL, l.slug+"_"+svc, svc, svc, svc)
@@ -125,7 +147,7 @@ func (l *Local) start(ctx context.Context) error {
 		Brokers: s.Brokers, SMTPAddr: s.SMTPAddr, Token: l.cfg.Token, Topic: topic,
 		OrdersURL: urls["orders"], LedgerURL: urls["ledger"], NotificationsURL: urls["notifications"],
 		APIAddr: fmt.Sprintf("127.0.0.1:%d", apiPort), Mode: l.mode, InboxEnabled: true,
-		Relays: l.cfg.Relays, RelayMode: chaosrun.RelayPoll, LeaseTTL: relayLeaseTTL,
+		Relays: l.cfg.Relays, RelayMode: l.cfg.RelayMode, Slot: l.slot, LeaseTTL: relayLeaseTTL,
 		LedgerGroup: "ledger-" + l.slug, NotificationsGroup: "notifications-" + l.slug,
 	}.Specs()
 	if err != nil {
@@ -169,7 +191,8 @@ func (l *Local) topics(op func(sarama.ClusterAdmin, string) error, topic string)
 	return nil
 }
 
-// Stop ends the processes and drops the databases and topics.
+// Stop ends the processes and drops the replication slot, the databases
+// and the topics.
 func (l *Local) Stop() {
 	for _, p := range l.procs {
 		p.sp.Stop(10 * time.Second)
@@ -177,6 +200,11 @@ func (l *Local) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if conn, err := pgx.Connect(ctx, l.cfg.Servers.AdminURL); err == nil {
+		if l.slot != "" {
+			// Before the orders database: a logical slot keeps its
+			// database from being dropped.
+			dropSlot(ctx, conn, l.slot)
+		}
 		for _, svc := range []string{"orders", "ledger", "notifications"} {
 			_ = migrate.Drop(ctx, conn, l.slug+"_"+svc)
 		}
@@ -209,11 +237,11 @@ func (l *Local) Sources() reconcile.Sources { return l.src }
 // LogDir is where the processes' logs are.
 func (l *Local) LogDir() string { return l.cfg.LogDir }
 
-// Settings are the current mode, the inbox on and relays polling.
+// Settings are the current mode, the inbox on and the relays' mode.
 func (l *Local) Settings() Settings {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Settings{Mode: l.mode, Inbox: true, RelayMode: chaosrun.RelayPoll}
+	return Settings{Mode: l.mode, Inbox: true, RelayMode: l.cfg.RelayMode}
 }
 
 // FixedMode is "": the local deployment switches.
@@ -246,4 +274,36 @@ func (l *Local) SwitchMode(ctx context.Context, mode string) error {
 	l.mode = mode
 	l.mu.Unlock()
 	return nil
+}
+
+// grantReplication gives the orders role the REPLICATION attribute its
+// WAL relays' replication connections need.
+func grantReplication(ctx context.Context, adminURL string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connecting as admin: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return migrate.GrantReplication(ctx, conn, "orders")
+}
+
+// dropSlot drops the replication slot once no reader holds it: the
+// walsender of a relay that just stopped may take a moment to go. It gives
+// up when ctx ends.
+func dropSlot(ctx context.Context, conn *pgx.Conn, slot string) {
+	for {
+		var exists bool
+		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&exists)
+		if err != nil || !exists {
+			return
+		}
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

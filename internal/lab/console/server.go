@@ -131,7 +131,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	st := s.snapshot()
 	if st.Procs == nil { // before the first collection
 		for _, p := range s.d.Procs(r.Context()) {
-			st.Procs = append(st.Procs, ProcView{Name: p.Name, Role: p.Role, Points: Points(p.Role)})
+			st.Procs = append(st.Procs, ProcView{Name: p.Name, Role: p.Role, Points: PointsIn(p.Role, st.Settings.RelayMode)})
 		}
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,8 +29,9 @@ const token = "the-deployments-token"
 // fake is a deployment of real admin listeners (chaos on, behind token) and
 // real, empty databases, whose mode switch only counts.
 type fake struct {
-	procs []console.Proc
-	src   reconcile.Sources
+	procs     []console.Proc
+	src       reconcile.Sources
+	relayMode string // console.RelayPoll unless set
 
 	mu       sync.Mutex
 	mode     string
@@ -44,7 +46,11 @@ func (f *fake) FixedMode() string                    { return "" }
 func (f *fake) Settings() console.Settings {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return console.Settings{Mode: f.mode, Inbox: true, RelayMode: "poll"}
+	relayMode := f.relayMode
+	if relayMode == "" {
+		relayMode = console.RelayPoll
+	}
+	return console.Settings{Mode: f.mode, Inbox: true, RelayMode: relayMode}
 }
 func (f *fake) SwitchMode(_ context.Context, mode string) error {
 	f.mu.Lock()
@@ -64,9 +70,15 @@ func (f *fake) switched() []string {
 // fault points declared and its chaos controls behind token.
 func adminListener(t *testing.T, points []string) string {
 	t.Helper()
+	return adminListenerWith(t, points, prometheus.NewRegistry())
+}
+
+// adminListenerWith is adminListener serving metrics of metrics.
+func adminListenerWith(t *testing.T, points []string, metrics *prometheus.Registry) string {
+	t.Helper()
 	reg := chaos.NewRegistry()
 	reg.Points(append(points, "elsewhere.some_point")...)
-	r := admin.Handler(prometheus.NewRegistry(), nil)
+	r := admin.Handler(metrics, nil)
 	if err := chaos.Mount(r, reg, true, token); err != nil {
 		t.Fatal(err)
 	}
@@ -225,6 +237,11 @@ func TestStateShowsNoAddressOrSecret(t *testing.T) {
 	if st.Orders.Captures != 0 || st.Outbox.Pending != 0 || st.Kafka.Total != 0 || len(st.Problems) != 0 {
 		t.Errorf("an empty deployment: %+v", st)
 	}
+	// Polling relays: leases, no slot, every relay point offered.
+	if relay := st.Procs[1]; st.WAL != nil || relay.WALRole != "" || !slices.Equal(relay.Points, console.Points("relay")) ||
+		!slices.Contains(relay.Points, "relay.after_lease") {
+		t.Errorf("poll mode: wal %+v, relay %+v", st.WAL, relay)
+	}
 	_, page := send(t, http.MethodGet, base+"/", "", "")
 	_, js := send(t, http.MethodGet, base+"/api/state", "", "")
 	for _, text := range []string{page, js} {
@@ -234,8 +251,9 @@ func TestStateShowsNoAddressOrSecret(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(page, `data-point="orders.after_commit_before_publish"`) || !strings.Contains(page, `data-proc="relay-0"`) {
-		t.Error("the page has no toggle for the orders API's or the relay's fault points")
+	if !strings.Contains(page, `data-point="orders.after_commit_before_publish"`) || !strings.Contains(page, `data-proc="relay-0"`) ||
+		!strings.Contains(page, `data-point="relay.after_lease"`) || !strings.Contains(page, `data-relay="poll"`) {
+		t.Error("the page has no toggle for the orders API's or the polling relay's fault points")
 	}
 }
 

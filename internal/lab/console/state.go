@@ -16,7 +16,8 @@ type State struct {
 	Procs     []ProcView `json:"procs"`
 	Orders    OrdersView `json:"orders"`
 	Outbox    OutboxView `json:"outbox"`
-	Leases    []Lease    `json:"leases"`
+	Leases    []Lease    `json:"leases"`        // poll mode
+	WAL       *WALView   `json:"wal,omitempty"` // WAL mode
 	Kafka     KafkaView  `json:"kafka"`
 	Ledger    Consumer   `json:"ledger"`
 	Notify    Consumer   `json:"notifications"`
@@ -24,7 +25,8 @@ type State struct {
 	Verify    VerifyView `json:"verify"`
 	Switching string     `json:"switching,omitempty"` // the mode being switched to
 	// Problems are what could not be read this second, e.g. "the ledger
-	// database does not answer".
+	// database does not answer", and what is broken, e.g. a lost
+	// replication slot.
 	Problems []string `json:"problems,omitempty"`
 }
 
@@ -38,7 +40,18 @@ type ProcView struct {
 	// Relays: events published by this incarnation, and per second.
 	Published float64 `json:"published"`
 	Rate      float64 `json:"rate"`
+	// WALRole is a WAL relay's part, from its active-reader gauge:
+	// WALReader while it holds the reader lease and streams the slot,
+	// WALStandby while it waits for the lease; "" for a polling relay or
+	// one whose metrics could not be read.
+	WALRole string `json:"wal_role,omitempty"`
 }
+
+// The parts of a WAL relay (ProcView.WALRole).
+const (
+	WALReader  = "reader"
+	WALStandby = "standby"
+)
 
 // OrdersView is the orders database and the API.
 type OrdersView struct {
@@ -64,6 +77,39 @@ type Lease struct {
 	Owner   string `json:"owner"`
 	Held    int    `json:"held"`
 	Expired int    `json:"expired"`
+}
+
+// WALView is the WAL relays' replication slot and reader lease: the row of
+// outbox_wal_readers and the slot's entry in pg_replication_slots.
+type WALView struct {
+	// Slot is the slot's name; "" until a relay has set it up.
+	Slot string `json:"slot"`
+	// Owner holds the reader lease (its RELAY_ID); "" when none does.
+	// LeaseLeft is how long the lease still runs, on the database clock:
+	// negative once it expired, when a standby may take it over.
+	Owner     string  `json:"owner"`
+	LeaseLeft float64 `json:"lease_left_s"`
+	// Exists is false while the slot is missing from the server (dropped,
+	// or not created yet); the fields below are then empty.
+	Exists bool `json:"exists"`
+	// Active: a reader is connected to the slot and streams it.
+	Active bool `json:"active"`
+	// WALStatus is pg_replication_slots.wal_status: reserved or extended
+	// while the WAL the slot needs is kept, unreserved past
+	// max_slot_wal_keep_size, lost once it was removed (the slot can no
+	// longer be streamed).
+	WALStatus string `json:"wal_status"`
+	// ConfirmedLSN is the position the reader confirmed (everything
+	// before it is published); RestartLSN the oldest WAL the slot keeps.
+	ConfirmedLSN string `json:"confirmed_flush_lsn"`
+	RestartLSN   string `json:"restart_lsn"`
+	// LagBytes is the WAL written since the confirmed position;
+	// RetainedBytes the WAL the server keeps for the slot.
+	LagBytes      int64 `json:"lag_bytes"`
+	RetainedBytes int64 `json:"retained_bytes"`
+	// SafeBytes is how much more WAL may be written before the slot is
+	// lost (pg_replication_slots.safe_wal_size); nil without a limit.
+	SafeBytes *int64 `json:"safe_wal_bytes,omitempty"`
 }
 
 // KafkaView is the topic: the end offset of every partition.

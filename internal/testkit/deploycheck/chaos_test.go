@@ -5,8 +5,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +210,56 @@ func TestComposeNamesNoRelayContainer(t *testing.T) {
 		if w := renamed.Services["chaos"].Environment[key]; v == nil || w == nil || *v != *w {
 			t.Errorf("chaos: %s differs between projects paylab and elsewhere", key)
 		}
+	}
+}
+
+// The chaos service's results (JSON) and charts reach the host: the folder
+// its --out names, from its working folder, is a writable bind mount of the
+// checkout's folder of the same name (ignored by git), so the paths it
+// prints are the host's, from the checkout. It writes as root, who may
+// write that folder whoever owns it on the host, and its working folder is
+// set, so that `run -u "$(id -u):$(id -g)"` starts too (the image's own,
+// its home, admits its own user only).
+func TestComposeChaosResultsReachTheHost(t *testing.T) {
+	t.Parallel()
+	chaos := loadCompose(t).Services["chaos"]
+	args := append(slices.Clone(chaos.Entrypoint), chaos.Command...)
+	var out string
+	for i, a := range args {
+		if a == "--out" && i+1 < len(args) {
+			out = args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, "--out="); ok {
+			out = v
+		}
+	}
+	if out == "" || path.IsAbs(out) || chaos.WorkingDir == "" {
+		t.Fatalf("chaos runs %q in %q: want --out, relative, from a working folder it sets", args, chaos.WorkingDir)
+	}
+	target := path.Join(chaos.WorkingDir, out)
+	want, err := filepath.Abs(filepath.Join(root, filepath.FromSlash(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mounted bool
+	for _, v := range chaos.Volumes {
+		if v.Target != target {
+			continue
+		}
+		mounted = true
+		source, err := filepath.Abs(v.Source)
+		if err != nil || v.Type != types.VolumeTypeBind || source != want || v.ReadOnly {
+			t.Errorf("chaos mounts %s %s at %s (read-only %t); want the host's %s, writable", v.Type, v.Source, v.Target, v.ReadOnly, want)
+		}
+	}
+	if !mounted {
+		t.Errorf("chaos writes to %s, which no volume brings to the host", target)
+	}
+	if chaos.User != "0:0" && chaos.User != "root" && chaos.User != "0" {
+		t.Errorf("chaos runs as %q: the image's nonroot user may not write a host folder it does not own", chaos.User)
+	}
+	ignore, err := os.ReadFile(filepath.Join(root, ".gitignore"))
+	if err != nil || !slices.Contains(strings.Fields(string(ignore)), "/"+out+"/") {
+		t.Errorf(".gitignore does not ignore /%s/ (%v)", out, err)
 	}
 }

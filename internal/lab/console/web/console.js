@@ -17,7 +17,18 @@ function fmt(v, kind) {
   if (typeof v !== "number") return String(v);
   if (kind === "rate") return v.toFixed(1);
   if (kind === "age") return v < 1 ? (v * 1000).toFixed(0) + " ms" : v.toFixed(1) + " s";
+  if (kind === "bytes") { // as PostgreSQL counts them (pg_size_pretty, max_slot_wal_keep_size)
+    const units = ["bytes", "kB", "MB", "GB", "TB"];
+    let i = 0;
+    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return i === 0 ? count(v, "byte", "bytes") : v.toFixed(1) + " " + units[i];
+  }
   return Number.isInteger(v) ? String(v) : v.toFixed(0);
+}
+
+// count is n followed by the noun, singular for exactly one.
+function count(n, one, many) {
+  return `${fmt(n)} ${n === 1 ? one : many}`;
 }
 
 function esc(s) {
@@ -46,9 +57,16 @@ async function call(method, url, body, withToken) {
 
 function render(st) {
   document.body.dataset.mode = st.settings.mode;
+  document.body.dataset.relay = st.settings.relay_mode;
   for (const el of $$("[data-k]")) {
     const v = get(st, el.dataset.k);
     el.textContent = fmt(v, el.dataset.fmt);
+  }
+  // The noun after a count: data-one for exactly one, the page's text
+  // (kept in data-many) otherwise.
+  for (const el of $$("[data-unit]")) {
+    if (el.dataset.many === undefined) el.dataset.many = el.textContent;
+    el.textContent = get(st, el.dataset.unit) === 1 ? el.dataset.one : el.dataset.many;
   }
   for (const el of $$("[data-up]")) el.classList.toggle("up", !!get(st, el.dataset.up));
 
@@ -58,8 +76,11 @@ function render(st) {
 
   const relays = (st.procs || []).filter((p) => p.role === "relay");
   $("#relays").innerHTML = relays.length
-    ? relays.map((p) => `<li><span class="dot${p.up ? " up" : ""}"></span>${esc(p.name)}: ${fmt(p.published)} published, ${fmt(p.rate, "rate")}/s</li>`).join("")
+    ? relays.map((p) => `<li data-relay="${esc(p.name)}"><span class="dot${p.up ? " up" : ""}"></span>${esc(p.name)}` +
+        (p.wal_role ? ` <span class="role ${esc(p.wal_role)}">${esc(p.wal_role)}</span>` : "") +
+        `: ${fmt(p.published)} published, ${fmt(p.rate, "rate")}/s</li>`).join("")
     : `<li class="muted">none reachable</li>`;
+  if (st.wal) renderWAL(st.wal);
   $("#leases").innerHTML = (st.leases || []).length
     ? st.leases.map((l) => `<li>${esc(l.owner)}: ${l.held}${l.expired ? ` (${l.expired} expired)` : ""}</li>`).join("")
     : `<li class="muted">none</li>`;
@@ -109,11 +130,33 @@ function render(st) {
     table.hidden = false;
     verdict.className = r.violations.length ? "bad verdict" : "ok verdict";
     verdict.textContent = r.violations.length
-      ? `HOLE OPEN — ${r.violations.join(", ")} (of ${r.captures} captures)`
+      ? `HOLE OPEN — ${r.violations.join(", ")} (of ${count(r.captures, "capture", "captures")})`
+      : r.captures === 1 ? "closed — the one capture applied exactly once"
       : `closed — every one of ${r.captures} captures applied exactly once`;
-    $("#verify-wire").textContent = `${r.wire_duplicates} duplicates on the wire, ${r.inbox_absorbed} absorbed by the inboxes` +
+    $("#verify-wire").textContent = `${count(r.wire_duplicates, "duplicate", "duplicates")} on the wire, ${r.inbox_absorbed} absorbed by the inboxes` +
       (r.before && r.before.length ? ` · before: ${r.before.join(", ")}` : "");
   }
+}
+
+// renderWAL shows the WAL relays' reader lease and replication slot.
+function renderWAL(w) {
+  const lease = $("#wal-lease");
+  lease.className = w.owner ? "" : "muted";
+  if (!w.owner) lease.textContent = w.slot ? "none held: a standby takes it at its next poll" : "none";
+  else if (w.lease_left_s > 0) lease.textContent = `${w.owner}, ${fmt(w.lease_left_s, "age")} left`;
+  else lease.textContent = `${w.owner}, expired ${fmt(-w.lease_left_s, "age")} ago: a standby may take it over`;
+  $("#wal-slot-name").textContent = w.slot;
+  const rows = [];
+  if (!w.slot) rows.push(`<li class="muted">not set up yet: the relays create it when they start</li>`);
+  else if (!w.exists) rows.push(`<li class="bad">missing: nothing is streamed until a relay creates it again</li>`);
+  else {
+    rows.push(`<li class="${w.active ? "ok" : "muted"}">${w.active ? "streamed by the reader" : "not streamed: no reader connected"}</li>`);
+    rows.push(`<li>confirmed <code>${esc(w.confirmed_flush_lsn)}</code>, lag ${fmt(w.lag_bytes, "bytes")}</li>`);
+    rows.push(`<li>restart <code>${esc(w.restart_lsn)}</code>, ${fmt(w.retained_bytes, "bytes")} of WAL kept</li>`);
+    const safe = w.safe_wal_bytes === undefined ? "" : `, ${fmt(w.safe_wal_bytes, "bytes")} more before it is lost`;
+    rows.push(`<li class="${w.wal_status === "lost" || w.wal_status === "unreserved" ? "bad" : ""}">WAL ${esc(w.wal_status)}${safe}</li>`);
+  }
+  $("#wal-slot").innerHTML = rows.join("");
 }
 
 async function poll() {
