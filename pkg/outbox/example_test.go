@@ -101,4 +101,5 @@ func ExampleMigrations() {
 	// 00003_outbox_hot_claims.sql
 	// 00004_outbox_unordered.sql
 	// 00005_outbox_wal_reader.sql
+	// 00006_outbox_wal_generation.sql
 }

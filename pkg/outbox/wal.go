@@ -49,6 +49,9 @@ type walMetrics struct {
 	// invisibleWaits counts batches whose rows had to wait for their
 	// transactions to become visible before they could be recorded.
 	invisibleWaits prometheus.Counter
+	// fallback is 1 while the reader publishes from the table because the
+	// slot cannot be streamed.
+	fallback prometheus.Gauge
 	// swept counts events the stream passed without recording them, found
 	// pending by the sweep and published again (walsweep.go).
 	swept prometheus.Counter
@@ -85,12 +88,14 @@ func NewWALRelay(pool *pgxpool.Pool, replURL string, pub Publisher, cfg Config) 
 			Help: "Replication connections lost or refused and opened again."}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: p + "takeovers_total",
 			Help: "Reader leases taken over after another relay's expired."}),
+		fallback: prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "table_fallback",
+			Help: "1 while the reader publishes pending events from the table because the slot cannot be streamed (missing and not creatable, invalidated, the publication wrong)."}),
 		swept: prometheus.NewCounter(prometheus.CounterOpts{Name: p + "swept_total",
 			Help: "Events found pending after the stream had passed their commit, and published again by the sweep: 0 unless something lost them (a slot recreated, say)."}),
 		invisibleWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: p + "invisible_commit_waits_total",
 			Help: "Batches recorded only after waiting for their streamed commits to become visible (a commit is streamed once flushed, visible a moment later, or after synchronous standbys confirmed it)."}),
 	}
-	for _, c := range append(m.slot.collectors(), m.active, m.reconnects, m.takeovers, m.invisibleWaits, m.swept) {
+	for _, c := range append(m.slot.collectors(), m.active, m.reconnects, m.takeovers, m.invisibleWaits, m.swept, m.fallback) {
 		if err := cfg.Registerer.Register(c); err != nil {
 			return nil, fmt.Errorf("outbox: registering WAL relay metrics: %w", err)
 		}
@@ -154,7 +159,7 @@ func (r *WALRelay) readerLoop(ctx context.Context) error {
 				r.wal.takeovers.Inc()
 				r.log.WarnContext(ctx, "took over the slot from a reader whose lease expired", "previous", row.PreviousOwner)
 			}
-			r.serveWithLease(ctx, row, sent)
+			r.serveWithLease(ctx, sent)
 			continue // poll at once: after a clean stop ctx is done; after a lost lease, try again
 		}
 		pause(ctx, r.cfg.PollInterval)
@@ -173,11 +178,11 @@ func (r *WALRelay) acquire(ctx context.Context) (outboxdb.AcquireWALLeaseRow, er
 
 // serveWithLease is the reader's life: it holds the lease (renewing it every
 // third of the TTL) and streams until ctx ends or the lease is lost.
-func (r *WALRelay) serveWithLease(ctx context.Context, row outboxdb.AcquireWALLeaseRow, sent time.Time) {
+func (r *WALRelay) serveWithLease(ctx context.Context, sent time.Time) {
 	l := r.holdLease(ctx, sent)
 	r.wal.active.Set(1)
 	r.log.InfoContext(ctx, "reading the slot")
-	r.serve(ctx, l.ctx, row)
+	r.serve(ctx, l.ctx)
 	r.wal.active.Set(0)
 	r.health.set(nil) // a standby, or stopped
 	held := l.stop()

@@ -345,14 +345,14 @@ func (r *WALRelay) parkedAggregates(ctx context.Context) (map[aggKey]bool, error
 // slot's stream does not contain, in id order, a batch at a time, before
 // the reader streams. What it published is dispatched, so a reader that
 // starts later finds nothing left to hand over.
-func (r *WALRelay) handover(ctx, lctx context.Context, row outboxdb.AcquireWALLeaseRow, parked map[aggKey]bool) error {
-	if row.HandoverMaxID == 0 {
+func (r *WALRelay) handover(ctx, lctx context.Context, maxID int64, before time.Time, parked map[aggKey]bool) error {
+	if maxID == 0 {
 		return nil
 	}
 	after, total := int64(0), 0
 	for {
 		rows, err := r.queries.WALHandoverEvents(lctx, outboxdb.WALHandoverEventsParams{
-			AfterID: after, MaxID: row.HandoverMaxID, CreatedBefore: row.HandoverBefore, BatchSize: int32(r.cfg.BatchSize),
+			AfterID: after, MaxID: maxID, CreatedBefore: before, BatchSize: int32(r.cfg.BatchSize),
 		})
 		if err != nil {
 			return fmt.Errorf("reading the events to hand over: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
 )
@@ -30,31 +31,24 @@ const (
 	walStatusMax   = 10 * time.Second       // at least this often, a status update (well within wal_sender_timeout)
 )
 
-// serve runs the reader while the lease (lctx) is held and ctx lasts: the
-// hand-over of the events that predate the slot, then the stream, opened
-// again whenever it breaks.
-func (r *WALRelay) serve(ctx, lctx context.Context, row outboxdb.AcquireWALLeaseRow) {
+// serve runs the reader while the lease (lctx) is held and ctx lasts:
+// before each stream, the slot is made usable and, for a slot generation
+// not handed over for yet, the events that predate it are published from
+// the table; then the stream, opened again whenever it breaks. While the
+// slot cannot be streamed (missing and not creatable, invalidated, the
+// publication wrong), the reader publishes what is pending from the table
+// instead, every PollInterval, and says so.
+func (r *WALRelay) serve(ctx, lctx context.Context) {
 	both, cancel := context.WithCancel(lctx)
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
-	var parked map[aggKey]bool
+	defer r.wal.fallback.Set(0)
+	rs := &readerState{generation: -1}
 	for {
-		var err error
-		if parked, err = r.parkedAggregates(both); err == nil {
-			if err = r.handover(ctx, lctx, row, parked); err == nil {
-				break
-			}
+		err := r.prepare(ctx, lctx, rs)
+		if err == nil {
+			err = r.stream(ctx, lctx, rs)
 		}
-		if ctx.Err() != nil || lctx.Err() != nil {
-			return
-		}
-		r.health.set(err)
-		r.base.metrics.relayErrors.Inc()
-		r.log.ErrorContext(ctx, "preparing to stream failed; retrying", "error", err)
-		pause(both, r.cfg.PollInterval)
-	}
-	for {
-		err := r.stream(ctx, lctx, parked)
 		// ctx and lctx, not both: both ends a moment after them.
 		if ctx.Err() != nil || lctx.Err() != nil {
 			if err != nil && ctx.Err() == nil {
@@ -62,19 +56,104 @@ func (r *WALRelay) serve(ctx, lctx context.Context, row outboxdb.AcquireWALLease
 			}
 			return
 		}
+		if errors.Is(err, errSlotChanged) {
+			r.log.WarnContext(ctx, "the slot was created again since the last hand-over; handing over before streaming it")
+			continue
+		}
 		r.health.set(err)
 		r.wal.reconnects.Inc()
-		if slotInUse(err) {
+		switch {
+		case slotInUse(err):
 			// Not ours yet: the previous reader's walsender still holds the
 			// slot (PostgreSQL allows one consumer per slot). It goes when
 			// its connection does.
 			r.log.InfoContext(ctx, "the slot is still in use by the previous reader's connection; waiting", "error", err)
-		} else {
+		case errors.Is(err, errPublication) || errors.Is(err, errSlotUnusable):
+			r.base.metrics.relayErrors.Inc()
+			r.log.ErrorContext(ctx, "the slot cannot be streamed; publishing from the table until it can", "error", err)
+			r.wal.fallback.Set(1)
+			if ferr := r.publishFromTable(ctx, lctx, rs); ferr != nil && ctx.Err() == nil && lctx.Err() == nil {
+				r.log.ErrorContext(ctx, "publishing from the table failed", "error", ferr)
+			}
+		default:
 			r.base.metrics.relayErrors.Inc()
 			r.log.ErrorContext(ctx, "the replication stream broke; reconnecting", "error", err)
 		}
 		pause(both, r.cfg.PollInterval)
 	}
+}
+
+// readerState is what a reader keeps across its streams while it holds
+// the lease.
+type readerState struct {
+	generation int64 // the slot generation handed over for; -1 for none yet
+	parked     map[aggKey]bool
+}
+
+var (
+	// errSlotChanged: the slot attached to is of a generation not handed
+	// over for (created again since); the stream is closed, the hand-over
+	// runs, and the stream is opened again.
+	errSlotChanged = errors.New("the slot's generation changed")
+	// errSlotUnusable: the slot is missing and cannot be created, or is
+	// invalidated and cannot be replaced.
+	errSlotUnusable = errors.New("the replication slot cannot be used")
+)
+
+// prepare makes the slot usable (creating it, or replacing an invalidated
+// one, with the hand-over protocol: see ensureSlot) and runs the hand-over
+// of its generation if this reader has not run it yet.
+func (r *WALRelay) prepare(ctx, lctx context.Context, rs *readerState) error {
+	err := withSetupLock(lctx, r.pool, r.cfg, func(conn *pgxpool.Conn, q *outboxdb.Queries) error {
+		return ensureSlot(lctx, conn, q, r.cfg, true)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", errSlotUnusable, err)
+	}
+	state, err := r.queries.WALReaderState(lctx, r.cfg.Slot)
+	if err != nil {
+		return fmt.Errorf("reading the slot's generation: %w", err)
+	}
+	if rs.parked, err = r.parkedAggregates(lctx); err != nil {
+		return err
+	}
+	if state.SlotGeneration == rs.generation {
+		return nil
+	}
+	if err := r.handover(ctx, lctx, state.HandoverMaxID, state.HandoverBefore, rs.parked); err != nil {
+		return err
+	}
+	rs.generation = state.SlotGeneration
+	return nil
+}
+
+// attached checks, once the stream is attached to the slot, that the slot
+// is of the generation handed over for: one created again between prepare
+// and the attach starts after events that only a hand-over publishes.
+func (r *WALRelay) attached(ctx context.Context, rs *readerState) error {
+	state, err := r.queries.WALReaderState(ctx, r.cfg.Slot)
+	if err != nil {
+		return fmt.Errorf("reading the slot's generation: %w", err)
+	}
+	if state.HandoverDue || state.SlotGeneration != rs.generation {
+		return errSlotChanged
+	}
+	return nil
+}
+
+// publishFromTable publishes every event pending now from the table, as the
+// hand-over does, while the slot cannot be streamed.
+func (r *WALRelay) publishFromTable(ctx, lctx context.Context, rs *readerState) error {
+	b, err := r.queries.WALTableBounds(lctx)
+	if err != nil {
+		return fmt.Errorf("reading the pending events' bounds: %w", err)
+	}
+	if rs.parked == nil {
+		if rs.parked, err = r.parkedAggregates(lctx); err != nil {
+			return err
+		}
+	}
+	return r.handover(ctx, lctx, b.MaxID, b.Before, rs.parked)
 }
 
 // stream reads the slot from its confirmed position and publishes what it
@@ -83,7 +162,8 @@ func (r *WALRelay) serve(ctx, lctx context.Context, row outboxdb.AcquireWALLease
 // once) or the connection breaks. Three stages: this goroutine reads and
 // decodes, one publishes batches in order, one marks them dispatched and
 // advances the position that the reader reports to the server.
-func (r *WALRelay) stream(ctx, lctx context.Context, parked map[aggKey]bool) (err error) {
+func (r *WALRelay) stream(ctx, lctx context.Context, rs *readerState) (err error) {
+	parked := rs.parked
 	rctx, stopReading := context.WithCancel(lctx)
 	defer stopReading()
 	defer context.AfterFunc(ctx, stopReading)()
@@ -107,8 +187,15 @@ func (r *WALRelay) stream(ctx, lctx context.Context, parked map[aggKey]bool) (er
 			"binary 'true'"},
 	})
 	if err != nil {
+		if missingOrInvalid(err) {
+			err = fmt.Errorf("%w: %w", errSlotUnusable, err)
+		}
 		return fmt.Errorf("starting replication from slot %s: %w", r.cfg.Slot, err)
 	}
+	if err := r.attached(rctx, rs); err != nil {
+		return err
+	}
+	r.wal.fallback.Set(0)
 
 	var (
 		confirmed atomic.Uint64 // end of the last transaction published and marked

@@ -10,14 +10,39 @@ SELECT sqlc.arg(slot)::text, COALESCE(max(id), 0)::bigint, now()
 FROM /* TEMPLATE: table */outbox WHERE dispatched_at IS NULL
 ON CONFLICT (slot) DO NOTHING;
 
--- name: ResetWALHandover :exec
--- A slot was (re)created: every event pending now may predate its stream,
--- so the hand-over starts again from them. The lease is kept.
-INSERT INTO /* TEMPLATE: table */outbox_wal_readers (slot, handover_max_id, handover_before)
-SELECT sqlc.arg(slot)::text, COALESCE(max(id), 0)::bigint, now()
+-- name: MarkWALHandoverDue :exec
+-- Before a slot is (re)created: whatever happens next, a hand-over is due
+-- (see migration 6).
+INSERT INTO /* TEMPLATE: table */outbox_wal_readers (slot, handover_due)
+VALUES (sqlc.arg(slot)::text, true)
+ON CONFLICT (slot) DO UPDATE SET handover_due = true;
+
+-- name: RecordWALHandover :one
+-- After the slot exists: every event pending now may predate its stream,
+-- so the hand-over starts again from them, under the next generation. The
+-- lease is kept.
+INSERT INTO /* TEMPLATE: table */outbox_wal_readers (slot, handover_max_id, handover_before, slot_generation)
+SELECT sqlc.arg(slot)::text, COALESCE(max(id), 0)::bigint, now(), 1
 FROM /* TEMPLATE: table */outbox WHERE dispatched_at IS NULL
 ON CONFLICT (slot) DO UPDATE SET handover_max_id = EXCLUDED.handover_max_id,
-                                 handover_before = EXCLUDED.handover_before;
+                                 handover_before = EXCLUDED.handover_before,
+                                 handover_due    = false,
+                                 slot_generation = /* TEMPLATE: table */outbox_wal_readers.slot_generation + 1
+RETURNING slot_generation;
+
+-- name: WALReaderState :one
+-- The slot's generation and hand-over, read by the reader each time it
+-- attaches to the slot.
+SELECT slot_generation, handover_due, handover_max_id, handover_before,
+       (owner IS NOT NULL AND leased_until > now())::boolean AS leased
+FROM /* TEMPLATE: table */outbox_wal_readers
+WHERE slot = sqlc.arg(slot)::text;
+
+-- name: WALTableBounds :one
+-- The bounds of a publish from the table (the fallback while the slot
+-- cannot be streamed): every event pending now.
+SELECT COALESCE(max(id), 0)::bigint AS max_id, now()::timestamptz AS before
+FROM /* TEMPLATE: table */outbox WHERE dispatched_at IS NULL;
 
 -- name: AcquireWALLease :one
 -- Takes or renews the slot's reader lease for owner until now() +

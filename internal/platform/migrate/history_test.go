@@ -25,7 +25,8 @@ import (
 // packages (its own files from db/migrations, the outbox's or inbox's as they
 // were then from testdata/before-packages) keeps its
 // goose history: migrating it applies only the migrations added since
-// (orders: 00012, the unordered events, and 00013, the WAL relay's readers;
+// (orders: 00012, the unordered events, 00013, the WAL relay's readers, and
+// 00014, their slot generation;
 // ledger, notifications: none), and
 // it ends with the same schema as a database migrated from scratch.
 func TestExistingDatabasesKeepTheirHistory(t *testing.T) {
@@ -34,7 +35,7 @@ func TestExistingDatabasesKeepTheirHistory(t *testing.T) {
 		database string
 		added    []int64
 	}{
-		{database: "orders", added: []int64{12, 13}},
+		{database: "orders", added: []int64{12, 13, 14}},
 		{database: "ledger"},
 		{database: "notifications"},
 	} {

@@ -39,4 +39,6 @@ type OutboxWalReader struct {
 	HandoverMaxID  int64
 	HandoverBefore time.Time
 	CreatedAt      time.Time
+	SlotGeneration int64
+	HandoverDue    bool
 }

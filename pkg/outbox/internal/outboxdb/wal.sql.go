@@ -142,6 +142,19 @@ func (q *Queries) MarkDispatched(ctx context.Context, ids []int64) (MarkDispatch
 	return i, err
 }
 
+const markWALHandoverDue = `-- name: MarkWALHandoverDue :exec
+INSERT INTO /* TEMPLATE: table */outbox_wal_readers (slot, handover_due)
+VALUES ($1::text, true)
+ON CONFLICT (slot) DO UPDATE SET handover_due = true
+`
+
+// Before a slot is (re)created: whatever happens next, a hand-over is due
+// (see migration 6).
+func (q *Queries) MarkWALHandoverDue(ctx context.Context, slot string) error {
+	_, err := q.db.Exec(ctx, markWALHandoverDue, slot)
+	return err
+}
+
 const parkEvents = `-- name: ParkEvents :execrows
 UPDATE /* TEMPLATE: table */outbox AS t
 SET parked_at  = now(),
@@ -198,6 +211,27 @@ func (q *Queries) ParkedAggregates(ctx context.Context) ([]ParkedAggregatesRow, 
 	return items, nil
 }
 
+const recordWALHandover = `-- name: RecordWALHandover :one
+INSERT INTO /* TEMPLATE: table */outbox_wal_readers (slot, handover_max_id, handover_before, slot_generation)
+SELECT $1::text, COALESCE(max(id), 0)::bigint, now(), 1
+FROM /* TEMPLATE: table */outbox WHERE dispatched_at IS NULL
+ON CONFLICT (slot) DO UPDATE SET handover_max_id = EXCLUDED.handover_max_id,
+                                 handover_before = EXCLUDED.handover_before,
+                                 handover_due    = false,
+                                 slot_generation = /* TEMPLATE: table */outbox_wal_readers.slot_generation + 1
+RETURNING slot_generation
+`
+
+// After the slot exists: every event pending now may predate its stream,
+// so the hand-over starts again from them, under the next generation. The
+// lease is kept.
+func (q *Queries) RecordWALHandover(ctx context.Context, slot string) (int64, error) {
+	row := q.db.QueryRow(ctx, recordWALHandover, slot)
+	var slot_generation int64
+	err := row.Scan(&slot_generation)
+	return slot_generation, err
+}
+
 const releaseWALLease = `-- name: ReleaseWALLease :exec
 UPDATE /* TEMPLATE: table */outbox_wal_readers
 SET owner = NULL, leased_until = NULL
@@ -236,21 +270,6 @@ func (q *Queries) RenewWALLease(ctx context.Context, arg RenewWALLeaseParams) (i
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const resetWALHandover = `-- name: ResetWALHandover :exec
-INSERT INTO /* TEMPLATE: table */outbox_wal_readers (slot, handover_max_id, handover_before)
-SELECT $1::text, COALESCE(max(id), 0)::bigint, now()
-FROM /* TEMPLATE: table */outbox WHERE dispatched_at IS NULL
-ON CONFLICT (slot) DO UPDATE SET handover_max_id = EXCLUDED.handover_max_id,
-                                 handover_before = EXCLUDED.handover_before
-`
-
-// A slot was (re)created: every event pending now may predate its stream,
-// so the hand-over starts again from them. The lease is kept.
-func (q *Queries) ResetWALHandover(ctx context.Context, slot string) error {
-	_, err := q.db.Exec(ctx, resetWALHandover, slot)
-	return err
 }
 
 const wALHandoverEvents = `-- name: WALHandoverEvents :many
@@ -326,6 +345,36 @@ func (q *Queries) WALHandoverEvents(ctx context.Context, arg WALHandoverEventsPa
 		return nil, err
 	}
 	return items, nil
+}
+
+const wALReaderState = `-- name: WALReaderState :one
+SELECT slot_generation, handover_due, handover_max_id, handover_before,
+       (owner IS NOT NULL AND leased_until > now())::boolean AS leased
+FROM /* TEMPLATE: table */outbox_wal_readers
+WHERE slot = $1::text
+`
+
+type WALReaderStateRow struct {
+	SlotGeneration int64
+	HandoverDue    bool
+	HandoverMaxID  int64
+	HandoverBefore time.Time
+	Leased         bool
+}
+
+// The slot's generation and hand-over, read by the reader each time it
+// attaches to the slot.
+func (q *Queries) WALReaderState(ctx context.Context, slot string) (WALReaderStateRow, error) {
+	row := q.db.QueryRow(ctx, wALReaderState, slot)
+	var i WALReaderStateRow
+	err := row.Scan(
+		&i.SlotGeneration,
+		&i.HandoverDue,
+		&i.HandoverMaxID,
+		&i.HandoverBefore,
+		&i.Leased,
+	)
+	return i, err
 }
 
 const wALSweepEvents = `-- name: WALSweepEvents :many
@@ -407,5 +456,24 @@ func (q *Queries) WALSweepMark(ctx context.Context, maxRows int32) (WALSweepMark
 	row := q.db.QueryRow(ctx, wALSweepMark, maxRows)
 	var i WALSweepMarkRow
 	err := row.Scan(&i.Lsn, &i.Ids)
+	return i, err
+}
+
+const wALTableBounds = `-- name: WALTableBounds :one
+SELECT COALESCE(max(id), 0)::bigint AS max_id, now()::timestamptz AS before
+FROM /* TEMPLATE: table */outbox WHERE dispatched_at IS NULL
+`
+
+type WALTableBoundsRow struct {
+	MaxID  int64
+	Before time.Time
+}
+
+// The bounds of a publish from the table (the fallback while the slot
+// cannot be streamed): every event pending now.
+func (q *Queries) WALTableBounds(ctx context.Context) (WALTableBoundsRow, error) {
+	row := q.db.QueryRow(ctx, wALTableBounds)
+	var i WALTableBoundsRow
+	err := row.Scan(&i.MaxID, &i.Before)
 	return i, err
 }

@@ -63,6 +63,8 @@ type OutboxWalReader struct {
 	HandoverMaxID  int64
 	HandoverBefore time.Time
 	CreatedAt      time.Time
+	SlotGeneration int64
+	HandoverDue    bool
 }
 
 type Refund struct {
