@@ -169,9 +169,10 @@
 // the batch in flight, returns nil; errors are logged, counted, retried).
 // Instead of claiming rows it reads the table's committed inserts from the
 // write-ahead log through a logical replication slot (pgoutput, binary
-// tuples): no claim statement, one UPDATE … SET dispatched_at WHERE id =
-// ANY($1) per acknowledged batch, so the gauges, retention and everything
-// that reads dispatched_at work as before. Requirements: wal_level=logical;
+// tuples): no claim statement, and one DELETE of the acknowledged rows per
+// batch (with Config.WALKeepDispatched, one UPDATE … SET dispatched_at
+// instead, so retention and everything that reads dispatched_at work as
+// with the polling relay). Requirements: wal_level=logical;
 // a role with the REPLICATION attribute that owns the table (the
 // publication); SetupWAL(ctx, pool, cfg) run once, or at every start (it is
 // idempotent), to create the publication Config.Publication (INSERTs only),
@@ -180,11 +181,27 @@
 // reads keeps the server's WAL from its position on.
 //
 // Hand-over. A slot streams only transactions that commit after it was
-// created. SetupWAL records, when it creates the slot, the highest pending
-// id and the time; before streaming, the reader publishes the events still
-// pending within those bounds, in id order, through the same publish path.
-// A transaction in flight while the slot was created may be both handed
-// over and streamed (a duplicate). Do not run polling relays and WAL relays
+// created. Every creation of the slot (by SetupWAL, or by the reader when
+// the slot is missing or invalidated) marks a hand-over due, creates the
+// slot, then records the highest pending id and the time under the slot's
+// next generation (migration 6); before it streams a generation it has not
+// handed over for, the reader publishes the events still pending within
+// those bounds, in id order, through the same publish path, and it checks
+// the generation again once attached. A transaction in flight while the
+// slot was created may be both handed over and streamed (a duplicate).
+//
+// The table stays the source of truth. A commit is streamed once its WAL
+// record is flushed and visible to other sessions a moment later: the
+// reader records rows only once their transactions are visible
+// (wal_invisible_commit_waits_total counts the waits), so it never confirms
+// a position past a row it could not delete. While the slot cannot be
+// streamed, the reader publishes the pending events from the table every
+// PollInterval (wal_table_fallback). Every StatsInterval it checks the
+// publication (exactly the table, inserts only; anything else ends the
+// stream, and Ready fails) and sweeps: it lists the oldest pending events
+// with the WAL position, and publishes again any still pending once the
+// stream has confirmed past it (wal_swept_total, 0 unless something lost
+// them). docs/wal-relay.md in the repository has the operating rules. Do not run polling relays and WAL relays
 // on one table at once.
 //
 // One reader. Relays share a slot through a lease in <table>_wal_readers on
@@ -231,9 +248,14 @@
 // Metrics: the polling relay's where they apply (pending, oldest pending
 // age, parked, published, publish errors, parked_total, batch_size,
 // publish latency and duration, relay errors, retention, broker outage),
-// plus <prefix>_wal_slot_lag_bytes (pg_wal_lsn_diff(pg_current_wal_lsn(),
-// confirmed_flush_lsn)), _wal_active_reader (1 on the reader, 0 on a
-// standby), _wal_reconnects_total and _wal_takeovers_total. Hooks:
+// plus, labelled with the slot, <prefix>_wal_slot_retained_wal_bytes (from
+// restart_lsn: what the server keeps), _wal_slot_lag_bytes (from
+// confirmed_flush_lsn: what a reader decodes to catch up),
+// _wal_slot_wal_status{status}, _wal_slot_exists, _wal_slot_active and
+// _wal_slot_safe_wal_size_bytes (absent without max_slot_wal_keep_size);
+// and _wal_active_reader (1 on the reader, 0 on a standby),
+// _wal_reconnects_total, _wal_takeovers_total, _wal_table_fallback,
+// _wal_swept_total and _wal_invisible_commit_waits_total. Hooks:
 // AfterPublishBeforeMark runs after a batch is acknowledged, before it is
 // marked and confirmed.
 //
