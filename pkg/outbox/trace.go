@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -38,7 +39,11 @@ type publishTrace struct {
 }
 
 // tracePublish starts the spans of a batch about to be published and
-// writes each producer span's context into its event's headers.
+// writes each producer span's context into its event's headers. Both
+// relays publish through it (the WAL relay with its base Relay). The
+// headers are copied before they are written: events[i].Headers is
+// replaced, the map it held keeps the stored context, so an event the WAL
+// relay publishes again starts again from it.
 func (r *Relay) tracePublish(ctx context.Context, events []Event) publishTrace {
 	tracer := otel.Tracer(TracerName)
 	prop := otel.GetTextMapPropagator()
@@ -67,10 +72,10 @@ func (r *Relay) tracePublish(ctx context.Context, events []Event) publishTrace {
 		if sc.IsValid() && sc.SpanID() != trace.SpanContextFromContext(parent).SpanID() {
 			// A span of its own (without a tracer provider the span is the
 			// stored context itself, already in the headers).
-			if e.Headers == nil {
-				e.Headers = make(map[string]string, 2)
-			}
-			prop.Inject(ectx, propagation.MapCarrier(e.Headers))
+			h := make(map[string]string, len(e.Headers)+2)
+			maps.Copy(h, e.Headers)
+			prop.Inject(ectx, propagation.MapCarrier(h))
+			e.Headers = h
 		}
 		if !span.IsRecording() {
 			continue // attributes and links are built for recorded spans only

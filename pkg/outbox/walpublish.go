@@ -70,12 +70,28 @@ func (r *WALRelay) resolve(lctx, drain context.Context, events []walEvent, parke
 	return nil
 }
 
-// publishAll publishes events[idx] and retries the failed ones until each is
-// acknowledged or parked.
+// publishAll publishes events[idx] (one wave of a batch, sent for the first
+// time) and retries the failed ones until each is acknowledged or parked.
+// Each publish is traced as the polling relay's is (tracePublish).
+//
+// A publish in which every event failed, none permanently, is taken for a
+// broker outage when it is the first send of two events or more (the
+// broker refused all of them at once), or when the broker has acknowledged
+// nothing since the last such publish. An outage is not the events' fault:
+// their attempts are not counted, and they are retried after RetryBackoff
+// doubling per outage publish up to OutageMaxBackoff. Any other failure is
+// the event's own — an event retried alone after the events sent with it
+// went through, or a lone event sent while the broker was acknowledging —
+// and is counted as in the polling relay: retried after RetryBackoff
+// doubling per attempt up to RetryMaxBackoff, parked at MaxAttempts, after
+// which the stream moves on. The price: a broker outage that begins
+// right before a lone event is sent, or after part of a wave was
+// acknowledged, is taken for those events' own failure (they are counted,
+// and parked if the outage outlasts their MaxAttempts); the publishes
+// after them see the outage.
 func (r *WALRelay) publishAll(lctx, drain context.Context, events []walEvent, idx []int, parked map[aggKey]bool) error {
-	backoff := r.cfg.RetryBackoff
 	batch := make([]Event, 0, len(idx))
-	for len(idx) > 0 {
+	for first := true; len(idx) > 0; first = false {
 		if lctx.Err() != nil {
 			return errLeaseLost
 		}
@@ -83,16 +99,18 @@ func (r *WALRelay) publishAll(lctx, drain context.Context, events []walEvent, id
 		for _, i := range idx {
 			batch = append(batch, events[i].event)
 		}
-		pctx, cancel := context.WithTimeout(lctx, r.cfg.MaxPublishWait)
+		pt := r.base.tracePublish(lctx, batch)
+		pctx, cancel := context.WithTimeout(pt.ctx, r.cfg.MaxPublishWait)
 		start := time.Now()
 		errs := r.pub.Publish(pctx, batch)
 		cancel()
+		pt.end(errs)
 		r.base.metrics.publishDuration.Observe(time.Since(start).Seconds())
 		if lctx.Err() != nil {
 			return errLeaseLost
 		}
 		if errs == nil {
-			r.base.metrics.brokerOutage.Set(0)
+			r.base.brokerBack(lctx)
 			return nil
 		}
 		if len(errs) != len(batch) {
@@ -119,13 +137,13 @@ func (r *WALRelay) publishAll(lctx, drain context.Context, events []walEvent, id
 				retry = append(retry, i)
 			}
 		}
-		if acked == 0 && permanent == 0 {
-			// Every event failed, none on its own merits: a broker outage,
-			// not the events' fault (doc.go). Attempts are not counted.
-			r.base.metrics.brokerOutage.Set(1)
-			r.base.metrics.outageBatches.Inc()
+		if acked > 0 {
+			r.base.brokerBack(lctx)
+		}
+		var backoff time.Duration
+		if acked == 0 && permanent == 0 && (first && len(idx) > 1 || r.brokerDown()) {
+			backoff = r.outagePublish(lctx, len(idx), firstErr)
 		} else {
-			r.base.metrics.brokerOutage.Set(0)
 			kept := retry[:0]
 			for _, i := range retry {
 				events[i].attempts++
@@ -134,8 +152,13 @@ func (r *WALRelay) publishAll(lctx, drain context.Context, events []walEvent, id
 					continue
 				}
 				kept = append(kept, i)
+				backoff = max(backoff, min(r.cfg.RetryBackoff<<min(events[i].attempts-1, 20), r.cfg.RetryMaxBackoff))
 			}
 			retry = kept
+			if len(retry) > 0 {
+				r.log.WarnContext(lctx, "events not acknowledged; retrying them before anything after them",
+					"events", len(retry), "attempts", events[retry[0]].attempts, "backoff", backoff, "error", firstErr)
+			}
 		}
 		if len(retry) == 0 {
 			return nil
@@ -143,8 +166,6 @@ func (r *WALRelay) publishAll(lctx, drain context.Context, events []walEvent, id
 		if drain.Err() != nil {
 			return errStopping
 		}
-		r.log.WarnContext(lctx, "events not acknowledged; retrying them before anything after them",
-			"events", len(retry), "backoff", backoff, "error", firstErr)
 		select {
 		case <-time.After(backoff):
 		case <-lctx.Done():
@@ -152,10 +173,41 @@ func (r *WALRelay) publishAll(lctx, drain context.Context, events []walEvent, id
 		case <-drain.Done():
 			return errStopping
 		}
-		backoff = min(2*backoff, r.cfg.OutageMaxBackoff)
 		idx = retry
 	}
 	return nil
+}
+
+// brokerDown reports whether the last publish taken for a broker outage
+// has not been followed by an acknowledgement yet.
+func (r *WALRelay) brokerDown() bool {
+	o := &r.base.outage
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.batches > 0
+}
+
+// outagePublish records a publish of n events taken for a broker outage
+// (counted in outage_batches_total; the first starts the outage, which
+// the next acknowledgement ends: Relay.brokerBack) and returns how long
+// to wait before the retry.
+func (r *WALRelay) outagePublish(ctx context.Context, n int, err error) time.Duration {
+	o := &r.base.outage
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.batches++
+	r.base.metrics.outageBatches.Inc()
+	backoff := min(r.cfg.RetryBackoff<<min(o.batches-1, 20), r.cfg.OutageMaxBackoff)
+	if o.batches == 1 {
+		o.since = time.Now()
+		r.base.metrics.brokerOutage.Set(1)
+		r.log.WarnContext(ctx, "broker outage: every event of a publish failed; retrying at the outage pace, attempts not counted",
+			"events", n, "backoff", backoff, "error", err)
+	} else {
+		r.log.DebugContext(ctx, "broker still unavailable", "events", n, "backoff", backoff,
+			"outage_publishes", o.batches, "error", err)
+	}
+	return backoff
 }
 
 func cmpOr(a, b error) error {

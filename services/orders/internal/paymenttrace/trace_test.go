@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
@@ -40,7 +42,23 @@ import (
 //	         │  └─ ledger post entry
 //	         └─ process <topic>       consumer, notifications
 //	            └─ smtp send
+//
+// The same with either relay: the polling relay (RELAY_MODE=poll) and the
+// WAL relay (RELAY_MODE=wal).
 func TestOnePaymentIsOneTrace(t *testing.T) {
+	bins := buildServices(t)
+	for _, mode := range []string{relayPoll, relayWAL} {
+		t.Run(mode, func(t *testing.T) { onePaymentIsOneTrace(t, bins, mode) })
+	}
+}
+
+// The relay modes.
+const (
+	relayPoll = "poll"
+	relayWAL  = "wal"
+)
+
+func onePaymentIsOneTrace(t *testing.T, bins, mode string) {
 	memory := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(memory))
 	otel.SetTracerProvider(tp)
@@ -51,11 +69,10 @@ func TestOnePaymentIsOneTrace(t *testing.T) {
 		_ = tp.Shutdown(context.Background())
 	})
 
-	bins := buildServices(t)
 	topic := testenv.NewTopic(t, 3)
 	collector := testenv.StartOTLP(t)
 	mailpit := testenv.StartMailpit(t)
-	ordersDB, _ := testenv.NewPool(t, "orders")
+	ordersDB, ordersURL := testenv.NewPool(t, "orders")
 	ledgerDB, ledgerURL := testenv.NewPool(t, "ledger")
 	notifyDB, notifyURL := testenv.NewPool(t, "notifications")
 	common := []string{
@@ -69,7 +86,7 @@ func TestOnePaymentIsOneTrace(t *testing.T) {
 		"SMTP_ADDR="+mailpit.SMTPAddr, "DEAD_LETTER_TOPIC="+testenv.NewTopic(t, 1), "CONSUMER_GROUP=notifications-"+topic)...)
 
 	api := ordersAPI(t, ordersDB, topic)
-	runRelay(t, ordersDB)
+	runRelay(t, ordersDB, ordersURL, mode)
 
 	// The caller's span: the request carries its traceparent.
 	ctx, caller := tp.Tracer("test").Start(context.Background(), "client")
@@ -198,26 +215,76 @@ func ordersAPI(t *testing.T, pool *pgxpool.Pool, topic string) http.Handler {
 	return orderhttp.Routes(app, log, m)
 }
 
-// runRelay runs an outbox relay on the orders database until the test ends.
-func runRelay(t *testing.T, pool *pgxpool.Pool) {
+// runRelay runs an outbox relay of the given mode on the orders database
+// (pool, reached with url) until the test ends.
+func runRelay(t *testing.T, pool *pgxpool.Pool, url, mode string) {
 	t.Helper()
 	producer, err := sarama.NewAsyncProducer(testenv.Brokers(), broker.ProducerConfig("paymenttrace-relay"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pub := outbox.NewKafkaPublisher(producer, orderapp.Source)
-	relay, err := outbox.NewRelay(pool, pub, outbox.Config{ID: "trace-relay", PollInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	cfg := outbox.Config{ID: "trace-relay", PollInterval: 100 * time.Millisecond}
+	var run func(context.Context) error
+	switch mode {
+	case relayWAL:
+		cfg.Slot = "t_paymenttrace_" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
+		cfg.WALKeepDispatched = true // the test reads the event's row after the publish
+		setupWAL(t, pool, cfg)
+		relay, err := outbox.NewWALRelay(pool, url, pub, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run = relay.Run
+	default:
+		relay, err := outbox.NewRelay(pool, pub, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run = relay.Run
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- relay.Run(ctx) }()
+	go func() { done <- run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("relay: %v", err)
 		}
 		_ = pub.Close()
+	})
+}
+
+// setupWAL gives the orders role the REPLICATION attribute and creates the
+// slot and publication of cfg; they are dropped at cleanup, after the
+// relay (started later) has stopped.
+func setupWAL(t *testing.T, pool *pgxpool.Pool, cfg outbox.Config) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	admin, err := pgx.Connect(ctx, testenv.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, "ALTER ROLE orders REPLICATION"); err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.SetupWAL(ctx, pool, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var err error
+		for dctx.Err() == nil {
+			if err = outbox.DropWAL(dctx, pool, cfg); err == nil {
+				return
+			}
+			select { // the stopped relay's walsender may still hold the slot a moment
+			case <-dctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		t.Errorf("dropping slot %s: %v", cfg.Slot, err)
 	})
 }
