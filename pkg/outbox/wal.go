@@ -38,6 +38,7 @@ type WALRelay struct {
 	queries *outboxdb.Queries
 	wal     walMetrics
 	health  readerHealth // what Ready reports
+	held    heldSet      // events held aside for a retry (walheld.go)
 }
 
 // walMetrics are the WAL relay's own metrics, next to the polling relay's.

@@ -21,7 +21,9 @@ type walEvent struct {
 	event     Event
 	err       error // set when the row cannot become an Event: it is parked
 	parked    bool  // resolved by parking (permanent error, or its aggregate is parked)
-	attempts  int   // failed publish attempts, broker outages not counted
+	held      bool  // resolved by holding it aside for a retry (walheld.go); holdErr is its failure, nil behind another
+	holdErr   error
+	attempts  int // failed publish attempts, broker outages not counted
 }
 
 // The columns the relay reads, with the type each must have. pgoutput sends

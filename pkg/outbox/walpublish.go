@@ -59,6 +59,10 @@ func (r *WALRelay) resolve(lctx, drain context.Context, events []walEvent, parke
 				r.park(ev, ev.err, parked)
 			case ev.event.Sequence > 0 && parked[aggKey{ev.event.AggregateType, ev.event.AggregateID}]:
 				r.park(ev, fmt.Errorf("%w: an earlier event of %s %s is parked", ErrPermanent, ev.event.AggregateType, ev.event.AggregateID), parked)
+			case ev.event.Sequence > 0 && r.held.blocks(heldKey(ev)):
+				// Behind an event held aside: it waits, in order (walheld.go).
+				ev.held = true
+				r.held.hold(heldKey(ev), &heldEvent{id: ev.id, xid: ev.xid})
 			default:
 				idx = append(idx, i)
 			}
@@ -144,21 +148,24 @@ func (r *WALRelay) publishAll(lctx, drain context.Context, events []walEvent, id
 		if acked == 0 && permanent == 0 && (first && len(idx) > 1 || r.brokerDown()) {
 			backoff = r.outagePublish(lctx, len(idx), firstErr)
 		} else {
-			kept := retry[:0]
+			// The events' own failures: counted, and held aside for a
+			// retry with backoff (or parked after MaxAttempts) while the
+			// stream moves on (walheld.go).
+			now := time.Now()
 			for _, i := range retry {
-				events[i].attempts++
-				if r.cfg.MaxAttempts > 0 && events[i].attempts >= r.cfg.MaxAttempts {
-					r.park(&events[i], fmt.Errorf("%w: %d attempts failed, the last: %w", ErrPermanent, events[i].attempts, errs[indexOf(idx, i)]), parked)
+				ev := &events[i]
+				ev.attempts++
+				err := errs[indexOf(idx, i)]
+				if r.cfg.MaxAttempts > 0 && ev.attempts >= r.cfg.MaxAttempts {
+					r.park(ev, fmt.Errorf("%w: %d attempts failed, the last: %w", ErrPermanent, ev.attempts, err), parked)
 					continue
 				}
-				kept = append(kept, i)
-				backoff = max(backoff, min(r.cfg.RetryBackoff<<min(events[i].attempts-1, 20), r.cfg.RetryMaxBackoff))
+				ev.held, ev.holdErr = true, err
+				r.held.hold(heldKey(ev), &heldEvent{id: ev.id, xid: ev.xid, attempts: ev.attempts, due: now.Add(r.retryBackoff(ev.attempts))})
+				r.log.WarnContext(lctx, "an event failed on its own; holding it aside for a retry, the stream goes on",
+					"outbox_id", ev.id, "event_id", ev.event.ID, "attempts", ev.attempts, "error", err)
 			}
-			retry = kept
-			if len(retry) > 0 {
-				r.log.WarnContext(lctx, "events not acknowledged; retrying them before anything after them",
-					"events", len(retry), "attempts", events[retry[0]].attempts, "backoff", backoff, "error", firstErr)
-			}
+			retry = nil
 		}
 		if len(retry) == 0 {
 			return nil
@@ -279,13 +286,21 @@ func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 	ids := make([]int64, 0, len(events))
 	var parkIDs []int64
 	var parkErrs []string
+	var failedIDs []int64
+	var failedErrs []string
 	for i := range events {
-		if events[i].parked {
+		switch {
+		case events[i].parked:
 			parkIDs = append(parkIDs, events[i].id)
 			parkErrs = append(parkErrs, events[i].err.Error())
-			continue
+		case events[i].held:
+			if events[i].holdErr != nil {
+				failedIDs = append(failedIDs, events[i].id)
+				failedErrs = append(failedErrs, events[i].holdErr.Error())
+			}
+		default:
+			ids = append(ids, events[i].id)
 		}
-		ids = append(ids, events[i].id)
 	}
 	xids := transactionsOf(events)
 	visible := len(xids) == 0 // every transaction of the batch is known to be visible
@@ -308,9 +323,20 @@ func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 		}
 		r.base.metrics.published.Add(float64(marked))
 		for i := range events {
-			if !events[i].parked {
+			if !events[i].parked && !events[i].held {
 				r.base.metrics.publishLatency.Observe(at.Sub(events[i].createdAt).Seconds())
 			}
+		}
+	}
+	if len(failedIDs) > 0 {
+		if !visible {
+			if err := r.awaitVisible(ctx, xids); err != nil {
+				return err
+			}
+			visible = true
+		}
+		if _, err := r.queries.RecordFailedAttempts(ctx, outboxdb.RecordFailedAttemptsParams{Ids: failedIDs, Errors: failedErrs}); err != nil {
+			return fmt.Errorf("counting the attempts of %d held events: %w", len(failedIDs), err)
 		}
 	}
 	if len(parkIDs) > 0 {

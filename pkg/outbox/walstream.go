@@ -43,6 +43,7 @@ func (r *WALRelay) serve(ctx, lctx context.Context) {
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
 	defer r.wal.fallback.Set(0)
+	r.held.reset()
 	rs := &readerState{generation: -1}
 	for {
 		err := r.prepare(ctx, lctx, rs)
@@ -153,6 +154,9 @@ func (r *WALRelay) publishFromTable(ctx, lctx context.Context, rs *readerState) 
 			return err
 		}
 	}
+	if err := r.retryHeld(lctx, rs.parked); err != nil {
+		return err
+	}
 	return r.handover(ctx, lctx, b.MaxID, b.Before, rs.parked)
 }
 
@@ -214,7 +218,26 @@ func (r *WALRelay) stream(ctx, lctx context.Context, rs *readerState) (err error
 	go func() {
 		defer wg.Done()
 		defer close(markCh)
-		for b := range pubCh {
+		retry := time.NewTicker(r.cfg.RetryBackoff)
+		defer retry.Stop()
+		for {
+			var b *walBatch
+			open := true
+			select {
+			case b, open = <-pubCh:
+			case <-retry.C:
+			}
+			if !open {
+				return
+			}
+			// Held events whose retry is due go first (walheld.go).
+			if err := r.retryHeld(lctx, parked); err != nil && lctx.Err() == nil {
+				r.base.metrics.relayErrors.Inc()
+				r.log.ErrorContext(lctx, "retrying the held events failed", "error", err)
+			}
+			if b == nil {
+				continue
+			}
 			if err := r.resolve(lctx, drain, b.events, parked); err != nil {
 				pubErr = err
 				stopReading()

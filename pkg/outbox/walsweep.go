@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -39,6 +40,8 @@ func (rd *walReader) sweep() error {
 			}
 		}
 		rd.sweepLSN, rd.sweepIDs = 0, nil
+		// Events held aside for a retry are pending on purpose.
+		rows = slices.DeleteFunc(rows, func(x outboxdb.WALSweepEventsRow) bool { return rd.r.held.contains(x.ID) })
 		if len(rows) > 0 {
 			events := make([]walEvent, len(rows))
 			for i, x := range rows {

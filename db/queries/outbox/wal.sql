@@ -164,3 +164,11 @@ SELECT id, event_id, aggregate_type, aggregate_id, event_type, schema_version, s
 FROM /* TEMPLATE: table */outbox
 WHERE id = ANY(sqlc.arg(ids)::bigint[]) AND dispatched_at IS NULL AND parked_at IS NULL
 ORDER BY id;
+
+-- name: RecordFailedAttempts :execrows
+-- Counts a failed attempt of events held aside for a retry (errors by
+-- position); they stay pending.
+UPDATE /* TEMPLATE: table */outbox AS t
+SET attempts   = t.attempts + 1,
+    last_error = left((sqlc.arg(errors)::text[])[array_position(sqlc.arg(ids)::bigint[], t.id)], 2000)
+WHERE t.id = ANY(sqlc.arg(ids)::bigint[]) AND t.dispatched_at IS NULL AND t.parked_at IS NULL;

@@ -211,6 +211,28 @@ func (q *Queries) ParkedAggregates(ctx context.Context) ([]ParkedAggregatesRow, 
 	return items, nil
 }
 
+const recordFailedAttempts = `-- name: RecordFailedAttempts :execrows
+UPDATE /* TEMPLATE: table */outbox AS t
+SET attempts   = t.attempts + 1,
+    last_error = left(($1::text[])[array_position($2::bigint[], t.id)], 2000)
+WHERE t.id = ANY($2::bigint[]) AND t.dispatched_at IS NULL AND t.parked_at IS NULL
+`
+
+type RecordFailedAttemptsParams struct {
+	Errors []string
+	Ids    []int64
+}
+
+// Counts a failed attempt of events held aside for a retry (errors by
+// position); they stay pending.
+func (q *Queries) RecordFailedAttempts(ctx context.Context, arg RecordFailedAttemptsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, recordFailedAttempts, arg.Errors, arg.Ids)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const recordWALHandover = `-- name: RecordWALHandover :one
 INSERT INTO /* TEMPLATE: table */outbox_wal_readers (slot, handover_max_id, handover_before, slot_generation)
 SELECT $1::text, COALESCE(max(id), 0)::bigint, now(), 1
