@@ -11,6 +11,9 @@ import (
 	"net/smtp"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Mail is one plain-text email.
@@ -30,7 +33,8 @@ type SMTP struct {
 	Timeout time.Duration // of one whole send; default 10s
 }
 
-// Send delivers m: it returns nil once the server accepted the message. The
+// Send delivers m: it returns nil once the server accepted the message (a
+// QUIT that fails after that is an event on the span, not an error). The
 // conversation runs in a CLIENT span "smtp send", a child of the span in ctx.
 func (s *SMTP) Send(ctx context.Context, m Mail) (err error) {
 	ctx, span := s.startSend(ctx, m)
@@ -75,7 +79,14 @@ func (s *SMTP) Send(ctx context.Context, m Mail) (err error) {
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("ending message: %w", err)
 	}
-	return c.Quit()
+	// The server answered 250 to the message's end: it has the message.
+	// Failing now, when QUIT goes unanswered or is answered with an error,
+	// would have the caller retry and the recipient get the email twice.
+	if err := c.Quit(); err != nil {
+		trace.SpanFromContext(ctx).AddEvent("smtp quit failed after the message was accepted",
+			trace.WithAttributes(attribute.String("error", err.Error())))
+	}
+	return nil
 }
 
 // bytes renders the message (RFC 5322, CRLF line ends).
