@@ -1,7 +1,10 @@
 // k6 chaos run: payments at a constant rate while faults are flipped over the
 // services' admin APIs and a relay is killed (compose brings it back).
 //
-//   docker compose --profile load run --rm -e CHAOS_TOKEN=change-me-chaos-token k6 run /scripts/chaos.js
+//   docker compose --profile load run --rm k6 run /scripts/chaos.js
+//
+// It needs the deployment's chaos controls: CHAOS_ENABLED=true and a
+// CHAOS_TOKEN of your own in .env (compose passes the token to k6).
 //
 // Afterwards, reconcile: paylab verify (see the README).
 import http from 'k6/http';
@@ -12,7 +15,7 @@ const BASE_URL = __ENV.BASE_URL || 'http://orders:8080';
 const ORDERS_ADMIN = __ENV.ORDERS_ADMIN || 'http://orders:9080';
 const RELAY_ADMIN = __ENV.RELAY_ADMIN || 'http://relay:9081';
 const LEDGER_ADMIN = __ENV.LEDGER_ADMIN || 'http://ledger:9082';
-const TOKEN = __ENV.CHAOS_TOKEN || 'change-me-chaos-token';
+const TOKEN = __ENV.CHAOS_TOKEN || '';
 const RATE = parseInt(__ENV.RATE || '50', 10);
 const CURRENCIES = ['EUR', 'USD', 'GBP', 'JPY'];
 
@@ -43,6 +46,9 @@ export const options = {
 };
 
 export function setup() {
+  if (!TOKEN) {
+    throw new Error('CHAOS_TOKEN is not set: set CHAOS_ENABLED=true and CHAOS_TOKEN in .env, then docker compose up -d');
+  }
   return { run: `${Date.now()}-${Math.floor(Math.random() * 1e9)}` };
 }
 

@@ -7,8 +7,9 @@
 # checks, places payments through the orders API (one of them replayed by its
 # Idempotency-Key), waits for the ledger to book them and Mailpit to hold the
 # receipts, scales the relays to three, runs the chaos service's quick set
-# inside the compose network (every relay found by name), and takes it all
-# down again (`down -v`), also when a step fails.
+# inside the compose network (every relay found by name; the deployment runs
+# with CHAOS_ENABLED=true and a fresh CHAOS_TOKEN), and takes it all down
+# again (`down -v`), also when a step fails.
 #
 # Needs a Docker engine with compose v2 and buildx, able to build or pull the
 # images docker-compose.yml and the Dockerfile name, plus curl and jq. It is
@@ -27,6 +28,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-paylab-check}
+# The chaos service needs the chaos controls: on for this deployment, behind
+# a fresh token (the environment wins over .env).
+export CHAOS_ENABLED=true
+CHAOS_TOKEN=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+export CHAOS_TOKEN
 wait_s=${COMPOSE_CHECK_WAIT:-300}
 payments=3
 merchant="mer_check_$(date +%s)"

@@ -26,14 +26,17 @@ import (
 	"github.com/paylab/paylab/internal/platform/process"
 )
 
-// runConsole: paylab console [--target local|compose] [--addr A] [--mode M] [--relays N] [--relay-mode poll|wal]
-// [--bin DIR] [--mailpit PATH] [--logs DIR] [--env-file .env]
+// runConsole: paylab console [--target local|compose] [--addr A] [--allowed-hosts H,...] [--mode M] [--relays N]
+// [--relay-mode poll|wal] [--bin DIR] [--mailpit PATH] [--logs DIR] [--env-file .env]
 func runConsole(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
 	fs.SetOutput(out)
 	target := fs.String("target", "local", "local: start the services on private servers and drive them;\n"+
-		"compose: a running docker compose deployment, over its admin APIs (the CHAOS_* settings of paylab chaos, no token)")
+		"compose: a running docker compose deployment, over its admin APIs (the CHAOS_* settings of paylab chaos, no token;\n"+
+		"its actions need the deployment's CHAOS_ENABLED=true and the token typed into the page)")
 	addr := fs.String("addr", "", "where to serve the page (default HTTP_ADDR, or 127.0.0.1:8090)")
+	allowedHosts := fs.String("allowed-hosts", "", "comma-separated host names (name, or name:port) a browser may reach the page by besides\n"+
+		"localhost, 127.0.0.1 and [::1] on its port; every other Host is refused (default CONSOLE_ALLOWED_HOSTS)")
 	mode := fs.String("mode", console.ModeOutbox, "local: the orders API's first OUTBOX_MODE (outbox, naive or naive-publish-first)")
 	relays := fs.Int("relays", 2, "local: how many relays")
 	relayMode := fs.String("relay-mode", console.RelayPoll, "local: the relays' RELAY_MODE: poll (claim with leases) or wal (stream a replication slot)")
@@ -57,6 +60,12 @@ func runConsole(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *addr != "" {
 		listen.HTTPAddr = *addr
+	}
+	if isSet(fs, "allowed-hosts") {
+		listen.AllowedHosts = strings.Split(*allowedHosts, ",")
+	}
+	if _, err := console.AllowHosts(listen.HTTPAddr, listen.AllowedHosts...); err != nil {
+		return err // before anything starts
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -115,7 +124,12 @@ func runConsole(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
-	g.Serve("the console", &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second,
+	hosts, err := console.AllowHosts(ln.Addr().String(), listen.AllowedHosts...)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	g.Serve("the console", &http.Server{Handler: srv.Handler(hosts), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}, ln)
 	if listen.AdminAddr != "" {
 		aln, err := net.Listen("tcp", listen.AdminAddr)
@@ -126,8 +140,9 @@ func runConsole(ctx context.Context, args []string, out io.Writer) error {
 	}
 	g.Go(srv.Run)
 	fmt.Fprintf(out, "console: http://%s/ (%s deployment, OUTBOX_MODE=%s); Ctrl-C stops it\n", ln.Addr(), d.Target(), d.Settings().Mode)
+	fmt.Fprintf(out, "console: answers the host names %s\n", strings.Join(hosts.List(), ", "))
 	if token != "" {
-		fmt.Fprintf(out, "console: the chaos token of these processes is %s (type it into the page to arm faults)\n", token)
+		fmt.Fprintf(out, "console: the chaos token of these processes is %s (type it into the page to act)\n", token)
 	}
 	return g.Run(ctx, log)
 }

@@ -93,8 +93,9 @@ func (c ComposeDeployment) Validate() error {
 // where it answers, and the token its chaos controls take.
 type ComposeConfig struct {
 	ComposeDeployment
-	// Token is the deployment's CHAOS_TOKEN (compose's default unless set).
-	Token string `env:"CHAOS_TOKEN" envDefault:"change-me-chaos-token"`
+	// Token is the deployment's CHAOS_TOKEN, the one .env gives the
+	// services (compose has none of its own).
+	Token string `env:"CHAOS_TOKEN"`
 	// LeaseTTL is the relays' RELAY_LEASE_TTL; compose leaves the default.
 	LeaseTTL time.Duration `env:"CHAOS_RELAY_LEASE_TTL" envDefault:"30s"`
 }
@@ -113,7 +114,8 @@ func LoadComposeConfig(environ map[string]string) (ComposeConfig, error) {
 func (c ComposeConfig) Validate() error {
 	errs := []error{c.ComposeDeployment.Validate()}
 	if c.Token == "" {
-		errs = append(errs, errors.New("CHAOS_TOKEN is empty"))
+		errs = append(errs, errors.New("CHAOS_TOKEN is empty: the deployment's chaos controls need CHAOS_ENABLED=true "+
+			"and a CHAOS_TOKEN of your own in .env (then docker compose up -d)"))
 	}
 	if c.LeaseTTL <= 0 {
 		errs = append(errs, fmt.Errorf("CHAOS_RELAY_LEASE_TTL %v is not positive", c.LeaseTTL))

@@ -21,24 +21,28 @@ import (
 
 func TestLoadComposeConfig(t *testing.T) {
 	t.Parallel()
-	cfg, err := LoadComposeConfig(map[string]string{})
+	if _, err := LoadComposeConfig(map[string]string{}); err == nil || !strings.Contains(err.Error(), "CHAOS_TOKEN is empty") {
+		t.Errorf("no token: %v; want CHAOS_TOKEN named (there is no default)", err)
+	}
+	cfg, err := LoadComposeConfig(map[string]string{"CHAOS_TOKEN": "a-token-of-my-own"})
 	if err != nil {
 		t.Fatalf("the defaults do not validate: %v", err)
 	}
-	if cfg.OrdersAdminURL != "http://127.0.0.1:9080" || cfg.Token != "change-me-chaos-token" || cfg.OutboxMode != "outbox" ||
+	if cfg.OrdersAdminURL != "http://127.0.0.1:9080" || cfg.Token != "a-token-of-my-own" || cfg.OutboxMode != "outbox" ||
 		!cfg.InboxEnabled || len(cfg.RelayAdminURLs) != 0 || cfg.Topic != "order-events" ||
 		!strings.Contains(cfg.OrdersURL, "127.0.0.1:55432/orders") {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	cfg, err = LoadComposeConfig(map[string]string{
 		"CHAOS_RELAY_ADMIN_URLS": "http://10.0.0.5:9081,http://10.0.0.6:9081",
+		"CHAOS_TOKEN":            "a-token-of-my-own",
 		"INBOX_ENABLED":          "false",
 		"LEDGER_DATABASE_URL":    "postgres://ledger:x@postgres:5432/ledger",
 	})
 	if err != nil || len(cfg.RelayAdminURLs) != 2 || cfg.InboxEnabled || cfg.LedgerURL != "postgres://ledger:x@postgres:5432/ledger" {
 		t.Errorf("settings not read: %+v, %v", cfg, err)
 	}
-	cfg, err = LoadComposeConfig(map[string]string{"CHAOS_RELAY_DISCOVER": "relay:9081"})
+	cfg, err = LoadComposeConfig(map[string]string{"CHAOS_RELAY_DISCOVER": "relay:9081", "CHAOS_TOKEN": "a-token-of-my-own"})
 	if err != nil || cfg.RelayDiscover != "relay:9081" || len(cfg.RelayAdminURLs) != 0 {
 		t.Errorf("CHAOS_RELAY_DISCOVER not read: %+v, %v", cfg, err)
 	}

@@ -55,7 +55,7 @@ func settleEpoch(ctx context.Context, since string, src reconcile.Sources) *epoc
 	return e
 }
 
-// placeLoad: POST /api/load {"count": 200, "rate": 50}.
+// placeLoad: POST /api/load {"count": 200, "rate": 50}, behind requireToken.
 func (s *Server) placeLoad(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Count int `json:"count"`
@@ -95,8 +95,9 @@ func (s *Server) placeLoad(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]any{"count": req.Count, "rate": req.Rate})
 }
 
-// runVerify: POST /api/verify. The reconciliation waits for the pipeline
-// to settle, so it runs in the background and the state shows its outcome.
+// runVerify: POST /api/verify, behind requireToken. The reconciliation
+// waits for the pipeline to settle, so it runs in the background and the
+// state shows its outcome.
 func (s *Server) runVerify(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -149,9 +150,8 @@ func (s *Server) check(ep *epoch) (*Check, error) {
 	return c, nil
 }
 
-// switchMode: POST /api/mode {"mode": "naive"}. Only a token the orders
-// API accepts may switch: the console asks the API with the page's
-// Authorization header before restarting anything.
+// switchMode: POST /api/mode {"mode": "naive"}. Behind requireToken, as
+// every action: only a token the processes take may restart anything.
 func (s *Server) switchMode(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Mode string `json:"mode"`
@@ -165,20 +165,6 @@ func (s *Server) switchMode(w http.ResponseWriter, r *http.Request) {
 	}
 	if !slices.Contains(Modes, req.Mode) {
 		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("mode %q is not one of %v", req.Mode, Modes))
-		return
-	}
-	orders, ok := s.proc(r.Context(), "orders")
-	if !ok {
-		writeError(w, http.StatusBadGateway, "no orders API")
-		return
-	}
-	status, body, err := s.forward(r.Context(), orders, http.MethodGet, "/chaos/faults", r.Header.Get("Authorization"), nil)
-	switch {
-	case err != nil:
-		writeError(w, http.StatusBadGateway, "the orders API does not answer: try again once it is up")
-		return
-	case status/100 != 2:
-		writeAnswer(w, status, body)
 		return
 	}
 	s.mu.Lock()

@@ -12,10 +12,18 @@
 // relay reaches (PointsIn).
 //
 // The console holds no chaos token. The page sends the one its user typed
-// with every toggle, and the console forwards it to the process's admin
-// listener, which alone decides: without the right token the toggle is
-// refused there. The page never sees a token it was not given, nor a
-// database URL or an admin address.
+// with every action — payments, a verification, a toggle, a kill, the mode
+// switch — and the console asks the processes' admin listeners whether
+// they take it (a toggle or a kill is then forwarded to its process, which
+// checks again): without the right token nothing is done. A deployment
+// without chaos controls takes no action. Reading the state needs no
+// token. The page never sees a token it was not given, nor a database URL
+// or an admin address.
+//
+// It answers only the Host names on its allow-list (AllowHosts: the
+// loopback names on its port, and those configured), so that a site whose
+// name is made to resolve to the console's address cannot read or drive it
+// from its users' browsers (DNS rebinding).
 //
 // It runs on one of two deployments (Deployment): Local, the services as
 // supervised children of the console on servers it was given (paylab

@@ -76,25 +76,32 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// Handler serves the page and its API. Requests that change something are
-// refused from other origins (a page elsewhere cannot drive the console
-// through its user's browser).
-func (s *Server) Handler() http.Handler {
+// Handler serves the page and its API to the hosts on the allow-list
+// (any other Host header is refused with 403: DNS rebinding). Reads of the
+// state are open; every action needs a chaos token the processes take
+// (requireToken). Requests that change something are also refused from
+// other origins (a page elsewhere cannot drive the console through its
+// user's browser).
+func (s *Server) Handler(hosts Hosts) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
+	r.Use(func(next http.Handler) http.Handler { return checkHost(hosts, next) })
 	r.Use(http.NewCrossOriginProtection().Handler)
 	static, _ := fs.Sub(web, "web")
 	r.Get("/", s.index)
 	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
 	r.Get("/api/state", s.current)
 	r.Get("/api/faults", s.faults)
-	r.Put("/api/procs/{proc}/faults/{point}", s.toProc(faultPath))
-	r.Delete("/api/procs/{proc}/faults/{point}", s.toProc(faultPath))
-	r.Delete("/api/procs/{proc}/faults", s.toProc(func(*http.Request) string { return "/chaos/faults" }))
-	r.Post("/api/procs/{proc}/kill", s.toProc(func(*http.Request) string { return "/chaos/kill" }))
-	r.Post("/api/mode", s.switchMode)
-	r.Post("/api/load", s.placeLoad)
-	r.Post("/api/verify", s.runVerify)
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireToken)
+		r.Put("/api/procs/{proc}/faults/{point}", s.toProc(faultPath))
+		r.Delete("/api/procs/{proc}/faults/{point}", s.toProc(faultPath))
+		r.Delete("/api/procs/{proc}/faults", s.toProc(func(*http.Request) string { return "/chaos/faults" }))
+		r.Post("/api/procs/{proc}/kill", s.toProc(func(*http.Request) string { return "/chaos/kill" }))
+		r.Post("/api/mode", s.switchMode)
+		r.Post("/api/load", s.placeLoad)
+		r.Post("/api/verify", s.runVerify)
+	})
 	return r
 }
 

@@ -101,18 +101,26 @@ func setup(t *testing.T) (*fake, string) {
 }
 
 // serve runs the console of d, collecting, until the test ends and returns
-// its URL.
+// its URL (http://127.0.0.1:port, a host it answers).
 func serve(t *testing.T, ctx context.Context, d console.Deployment) string {
 	t.Helper()
+	hs := httptest.NewUnstartedServer(nil)
+	hosts, err := console.AllowHosts(hs.Listener.Addr().String())
+	if err != nil {
+		hs.Close()
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	srv, err := console.New(ctx, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		cancel()
+		hs.Close()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	hs := httptest.NewServer(srv.Handler())
+	hs.Config.Handler = srv.Handler(hosts)
+	hs.Start()
 	t.Cleanup(func() { hs.Close(); cancel(); <-done })
 	return hs.URL
 }
@@ -254,6 +262,147 @@ func TestStateShowsNoAddressOrSecret(t *testing.T) {
 	if !strings.Contains(page, `data-point="orders.after_commit_before_publish"`) || !strings.Contains(page, `data-proc="relay-0"`) ||
 		!strings.Contains(page, `data-point="relay.after_lease"`) || !strings.Contains(page, `data-relay="poll"`) {
 		t.Error("the page has no toggle for the orders API's or the polling relay's fault points")
+	}
+}
+
+// Every action that changes something needs a token the processes take:
+// without one, or with a wrong one, it is refused with 401 and nothing
+// happens — no payment placed, no reconciliation run, no fault armed, no
+// process killed, no switch; with it, it is done. Reads of the state need
+// none.
+func TestActionsNeedTheToken(t *testing.T) {
+	t.Parallel()
+	f, base := setup(t)
+	orders := &chaos.Client{BaseURL: f.procs[0].Admin, Token: token}
+	const point = "orders.after_commit_before_publish"
+	type action struct{ name, method, path, body string }
+	arm := action{"arm a fault", http.MethodPut, "/api/procs/orders/faults/" + point, `{"action":"error","count":1}`}
+	disarm := action{"disarm it", http.MethodDelete, "/api/procs/orders/faults/" + point, ""}
+	verify := action{"verify", http.MethodPost, "/api/verify", "{}"}
+	load := action{"place payments", http.MethodPost, "/api/load", `{"count":1,"rate":1}`}
+	refused := []action{arm, disarm, verify, load,
+		{"disarm all", http.MethodDelete, "/api/procs/ledger/faults", ""},
+		{"kill", http.MethodPost, "/api/procs/ledger/kill", ""},
+		{"switch the mode", http.MethodPost, "/api/mode", `{"mode":"naive"}`},
+	}
+	for _, authorization := range []string{"", "Bearer not-the-token"} {
+		for _, a := range refused {
+			if status, body := send(t, a.method, base+a.path, authorization, a.body); status != http.StatusUnauthorized {
+				t.Errorf("%s with authorization %q: %d %s, want 401", a.name, authorization, status, body)
+			}
+		}
+	}
+	st := state(t, base)
+	if st.Load.Count != 0 || st.Verify.Running || st.Verify.Report != nil || len(f.switched()) != 0 {
+		t.Errorf("refused actions were done: load %+v, verify %+v, switched %v", st.Load, st.Verify, f.switched())
+	}
+	if s, err := orders.Status(context.Background(), point); err != nil || s.Armed {
+		t.Errorf("armed without the token: %+v %v", s, err)
+	}
+	for _, c := range []struct {
+		a    action
+		want int
+	}{{arm, http.StatusOK}, {disarm, http.StatusNoContent}, {verify, http.StatusAccepted}, {load, http.StatusAccepted}} {
+		if status, body := send(t, c.a.method, base+c.a.path, "Bearer "+token, c.a.body); status != c.want {
+			t.Errorf("%s with the token: %d %s, want %d", c.a.name, status, body, c.want)
+		}
+	}
+	// The load and the verification started (their state is open to read).
+	testenv.Eventually(t, 2*time.Minute, "the payments placed and the verification done", func() bool {
+		st := state(t, base)
+		return st.Load.Count == 1 && !st.Load.Running && !st.Verify.Running && (st.Verify.Report != nil || st.Verify.Error != "")
+	})
+	if s, err := orders.Status(context.Background(), point); err != nil || s.Armed || s.Fired != 0 {
+		t.Errorf("after arm and disarm with the token: %+v %v", s, err)
+	}
+}
+
+// A state read needs no token: the page and its state are open.
+func TestStateReadsNeedNoToken(t *testing.T) {
+	t.Parallel()
+	_, base := setup(t)
+	for _, path := range []string{"/", "/api/state", "/static/console.js"} {
+		if status, body := send(t, http.MethodGet, base+path, "", ""); status != http.StatusOK {
+			t.Errorf("GET %s without a token: %d %s", path, status, body)
+		}
+	}
+	if st := state(t, base); st.Target != "local" || st.Settings.Mode != "outbox" {
+		t.Errorf("state without a token: %+v", st)
+	}
+}
+
+// A deployment whose processes run without chaos controls takes no action
+// from the console, whatever token is sent, and says why.
+func TestNoActionWithoutChaosControls(t *testing.T) {
+	t.Parallel()
+	f := &fake{mode: "outbox", src: reconcile.Sources{
+		OrdersURL: testenv.NewDatabase(t, "orders"), LedgerURL: testenv.NewDatabase(t, "ledger"),
+		NotificationsURL: testenv.NewDatabase(t, "notifications"), Brokers: testenv.Brokers(), Topic: testenv.NewTopic(t, 1),
+	}}
+	for _, role := range []string{"orders", "ledger", "notifications"} {
+		srv := httptest.NewServer(admin.Handler(prometheus.NewRegistry(), nil)) // no chaos routes
+		t.Cleanup(srv.Close)
+		f.procs = append(f.procs, console.Proc{Name: role, Role: role, Admin: srv.URL})
+	}
+	base := serve(t, context.Background(), f)
+	for _, path := range []string{"/api/load", "/api/verify", "/api/mode"} {
+		body := map[string]string{"/api/load": `{"count":1,"rate":1}`, "/api/verify": "{}", "/api/mode": `{"mode":"naive"}`}[path]
+		status, answer := send(t, http.MethodPost, base+path, "Bearer "+token, body)
+		if status != http.StatusForbidden || !strings.Contains(answer, "CHAOS_ENABLED=false") {
+			t.Errorf("POST %s: %d %s, want 403 naming CHAOS_ENABLED=false", path, status, answer)
+		}
+	}
+	if st := state(t, base); st.Load.Count != 0 || st.Verify.Running || len(f.switched()) != 0 {
+		t.Errorf("an action was taken: load %+v, verify %+v, switched %v", st.Load, st.Verify, f.switched())
+	}
+}
+
+// Only the host names the console is reached by on purpose are answered: a
+// page of another site whose name resolves to the console (DNS rebinding)
+// sends its own name in Host and is refused, reads and actions alike, with
+// the right token too.
+func TestOtherHostsAreRefused(t *testing.T) {
+	t.Parallel()
+	f, base := setup(t)
+	port := hostPort(t, base)[strings.LastIndex(hostPort(t, base), ":")+1:]
+	request := func(host, method, path, body string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+token)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	const point = "orders.after_commit_before_publish"
+	for _, host := range []string{"evil.example", "evil.example:" + port, "localhost.evil.example:" + port, "127.0.0.1.nip.io:" + port, "localhost:1"} {
+		for _, r := range []struct{ method, path, body string }{
+			{http.MethodGet, "/", ""}, {http.MethodGet, "/api/state", ""}, {http.MethodGet, "/api/faults", ""},
+			{http.MethodPut, "/api/procs/orders/faults/" + point, `{"action":"crash","count":1}`},
+			{http.MethodPost, "/api/mode", `{"mode":"naive"}`},
+		} {
+			if status := request(host, r.method, r.path, r.body); status != http.StatusForbidden {
+				t.Errorf("Host %s: %s %s answered %d, want 403", host, r.method, r.path, status)
+			}
+		}
+	}
+	orders := &chaos.Client{BaseURL: f.procs[0].Admin, Token: token}
+	if s, err := orders.Status(context.Background(), point); err != nil || s.Armed || len(f.switched()) != 0 {
+		t.Errorf("a refused host acted: %+v %v, switched %v", s, err, f.switched())
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST:" + port, "[::1]:" + port} {
+		if status := request(host, http.MethodGet, "/api/state", ""); status != http.StatusOK {
+			t.Errorf("Host %s: %d, want 200", host, status)
+		}
 	}
 }
 

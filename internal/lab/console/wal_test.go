@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,10 +138,16 @@ func randomBytes(n int) []byte {
 	return b
 }
 
+// rolesMu serialises bootstrapRoles: PostgreSQL refuses two concurrent
+// ALTER ROLE of one role ("tuple concurrently updated").
+var rolesMu sync.Mutex
+
 // bootstrapRoles makes sure the services' roles exist on the stack, as a
 // local deployment expects of its servers.
 func bootstrapRoles(t *testing.T, ctx context.Context) {
 	t.Helper()
+	rolesMu.Lock()
+	defer rolesMu.Unlock()
 	conn, err := pgx.Connect(ctx, testenv.AdminURL())
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +219,7 @@ func TestLocalWALRelaysInABrowser(t *testing.T) {
 		}
 	}
 
-	if status, body := send(t, http.MethodPost, base+"/api/load", "", `{"count":1,"rate":1}`); status != http.StatusAccepted {
+	if status, body := send(t, http.MethodPost, base+"/api/load", "Bearer "+tok, `{"count":1,"rate":1}`); status != http.StatusAccepted {
 		t.Fatalf("placing a payment: %d %s", status, body)
 	}
 	testenv.Eventually(t, 3*time.Minute, "the payment's event published from the slot and its row deleted", func() bool {

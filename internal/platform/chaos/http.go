@@ -4,15 +4,18 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 
 	"github.com/go-chi/chi/v5"
 )
 
 // Mount adds the chaos routes to an admin router when enabled is true; when
 // it is false the routes do not exist (404). token is the bearer token every
-// call must carry; Mount refuses an empty one.
+// call must carry; Mount refuses an empty one and a published one
+// (PublishedTokens).
 //
 //	GET    /chaos/faults          every point and its armed fault
 //	PUT    /chaos/faults          arm several: {"relay.after_lease": {"action": "crash", "count": 1}}
@@ -28,6 +31,9 @@ func Mount(r chi.Router, reg *Registry, enabled bool, token string) error {
 	if token == "" {
 		return errors.New("chaos: CHAOS_TOKEN is empty; it is required when CHAOS_ENABLED=true")
 	}
+	if slices.Contains(PublishedTokens, token) {
+		return fmt.Errorf("chaos: CHAOS_TOKEN is %q, a token published in paylab's files that anyone may know: set one of your own (openssl rand -hex 24)", token)
+	}
 	r.Route("/chaos", func(r chi.Router) {
 		r.Use(requireToken(token))
 		h := handlers{reg: reg}
@@ -41,6 +47,10 @@ func Mount(r chi.Router, reg *Registry, enabled bool, token string) error {
 	})
 	return nil
 }
+
+// PublishedTokens are chaos tokens that paylab's own files have shown as
+// examples or defaults: Mount refuses them.
+var PublishedTokens = []string{"change-me-chaos-token"}
 
 // requireToken refuses requests without "Authorization: Bearer <token>",
 // comparing in constant time.

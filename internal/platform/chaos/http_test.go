@@ -86,6 +86,18 @@ func TestMountRefusesAnEmptyToken(t *testing.T) {
 	}
 }
 
+func TestMountRefusesAPublishedToken(t *testing.T) {
+	t.Parallel()
+	for _, token := range PublishedTokens {
+		if err := Mount(chi.NewRouter(), NewRegistry(), true, token); err == nil || !strings.Contains(err.Error(), "of your own") {
+			t.Errorf("Mount accepted the published token %q: %v", token, err)
+		}
+		if err := Mount(chi.NewRouter(), NewRegistry(), false, token); err != nil {
+			t.Errorf("with the controls off the token is not used: %v", err)
+		}
+	}
+}
+
 func TestArmListDisarmOverHTTP(t *testing.T) {
 	t.Parallel()
 	srv, reg, _ := newServer(t, true)

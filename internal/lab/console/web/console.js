@@ -1,6 +1,7 @@
 // paylab console: polls /api/state every second and fills the page; the
 // chaos token lives in this script's memory only, and goes with every
-// toggle as "Authorization: Bearer …" — the processes decide.
+// action (payments, verify, toggles, kills, the switch) as "Authorization:
+// Bearer …" — the processes decide.
 "use strict";
 
 let token = "";
@@ -44,7 +45,7 @@ function log(msg, ok) {
   while (list.children.length > 8) list.lastChild.remove();
 }
 
-// call sends a request to the console; toggles carry the token.
+// call sends a request to the console; actions carry the token.
 async function call(method, url, body, withToken) {
   const headers = {};
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -106,11 +107,11 @@ function render(st) {
       ? `placing ${load.count} at ${load.rate}/s: ${load.created} created`
       : `placed ${load.count} at ${load.rate}/s: ${load.created} created${codes ? " (" + codes + ")" : ""}${load.error ? " — " + load.error : ""}`;
   }
-  $("#load-go").disabled = load.running || !!st.switching;
+  $("#load-go").disabled = !token || load.running || !!st.switching;
   $("#mode-state").textContent = st.switching ? `switching to ${st.switching}: settling, then restarting the API…` : "";
 
   const v = st.verify;
-  $("#verify-go").disabled = v.running;
+  $("#verify-go").disabled = !token || v.running;
   const verdict = $("#verify-verdict");
   const table = $("#verify-table");
   if (v.running) {
@@ -196,13 +197,15 @@ $("#token-form").addEventListener("submit", async (ev) => {
   token = $("#token").value.trim();
   $("#token").value = "";
   const state = $("#token-state");
-  if (!token) { enableToggles(false); state.textContent = "no token: the toggles are disabled"; return; }
+  if (!token) { enableToggles(false); state.textContent = "no token: the actions are disabled"; state.className = "muted"; return; }
   const r = await call("GET", "/api/faults", undefined, true);
-  const orders = r.ok ? r.data["orders"] : undefined;
-  if (!orders || orders.status === 401) {
+  const answers = r.ok ? Object.values(r.data) : [];
+  if (!answers.some((a) => a.status === 200)) {
     token = "";
     enableToggles(false);
-    state.textContent = "token refused by the processes";
+    state.textContent = answers.some((a) => a.status === 401) ? "token refused by the processes"
+      : answers.length && answers.every((a) => a.status === 404) ? "the deployment runs without chaos controls (CHAOS_ENABLED=false): the actions are disabled"
+      : "no process answers: try again once they are up";
     state.className = "bad";
     return;
   }
@@ -241,7 +244,7 @@ $("#faults").addEventListener("click", (ev) => {
 
 $("#load-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
-  const r = await call("POST", "/api/load", { count: +$("#load-count").value, rate: +$("#load-rate").value });
+  const r = await call("POST", "/api/load", { count: +$("#load-count").value, rate: +$("#load-rate").value }, true);
   if (!r.ok) log(`place payments: ${r.status} ${r.data.error || ""}`, false);
   poll();
 });
@@ -255,7 +258,7 @@ $("#mode-form").addEventListener("submit", async (ev) => {
 });
 
 $("#verify-go").addEventListener("click", async () => {
-  const r = await call("POST", "/api/verify", {});
+  const r = await call("POST", "/api/verify", {}, true);
   if (!r.ok) log(`verify: ${r.status} ${r.data.error || ""}`, false);
   poll();
 });
