@@ -174,11 +174,13 @@
 // instead, so retention and everything that reads dispatched_at work as
 // with the polling relay). Requirements: wal_level=logical;
 // a role with the REPLICATION attribute that owns the table (the
-// publication); SetupWAL(ctx, pool, cfg) run once, or at every start (it is
-// idempotent), to create the publication Config.Publication (INSERTs only),
-// the slot Config.Slot (unique per server: slots are server-wide) and the
-// slot's row in <table>_wal_readers. DropWAL drops them: a slot that nobody
-// reads keeps the server's WAL from its position on.
+// publication). Run calls SetupWAL(ctx, pool, cfg) (idempotent; it may be
+// called on its own too) once no polling relay runs against the table, to
+// create the publication Config.Publication (INSERTs only), the slot
+// Config.Slot (unique per server: slots are server-wide) and the slot's row
+// in <table>_wal_readers. A slot that nobody reads keeps the server's WAL
+// from its position on: a polling relay drops it when it starts (Running
+// modes, below), and DropWAL drops it and the publication.
 //
 // Hand-over. A slot streams only transactions that commit after it was
 // created. Every creation of the slot (by SetupWAL, or by the reader when
@@ -201,8 +203,60 @@
 // stream, and Ready fails) and sweeps: it lists the oldest pending events
 // with the WAL position, and publishes again any still pending once the
 // stream has confirmed past it (wal_swept_total, 0 unless something lost
-// them). docs/wal-relay.md in the repository has the operating rules. Do not run polling relays and WAL relays
-// on one table at once.
+// them). docs/wal-relay.md in the repository has the operating rules.
+//
+// Running modes and relay IDs. Polling relays and WAL relays never publish
+// one table at once (a polling relay claims rows the stream also carries:
+// duplicates, out of order), and two running relays never share an ID
+// (lease fencing tells relays apart by it). Each relay's Run holds a guard
+// for its lifetime: session-level advisory locks, in the table's database,
+// on a connection of its own (application_name paylab-outbox-guard), in the
+// two-key form, apart from the one-key locks such as SetupWAL's:
+//
+//	relay ID  (hashtext('paylab_outbox_relay_id:<table>'), hashtext('<Config.ID>'))  exclusive
+//	mode      (hashtext('paylab_outbox_mode:<table>'), hashtext('poll' | 'wal'))     shared by the running relays of the mode
+//
+// pg_locks lists them: which relays run, in which mode. A relay started with
+// the ID of a running relay on the table gets ErrRelayIDInUse from Run at
+// once. A relay takes its mode only while no relay of the other mode holds
+// theirs, checked and taken in one transaction under a third, exclusive
+// lock (…, hashtext('start')), so that two relays starting together cannot
+// both pass. A polling relay started while a WAL relay (reader or standby)
+// runs gets ErrWALRelayRunning. A WAL relay started while polling relays
+// run waits, logs it once and is not Ready, until the last of them has
+// stopped; only then does it run SetupWAL, whose hand-over covers what they
+// left pending, and stream. A switch to WAL mode is thus a rolling restart:
+// no event is published by both modes (a polling relay that crashed rather
+// than stopped may leave published rows unmarked: duplicates). A switch
+// back starts the polling relays once every WAL relay is gone; a supervisor
+// that restarts failed processes starts them again until then.
+//
+// Retiring the slot. A polling relay that has taken its mode and finds the
+// slot Config.Slot in its database drops it and the publication
+// Config.Publication, and logs it: no WAL relay runs, and nothing would
+// read the slot again before a WAL relay recreates it with a hand-over.
+// Give both modes the same Slot. Dropping takes the REPLICATION attribute
+// (the WAL relays' role has it); should it fail, the relay logs the error
+// and polls all the same. DropWAL retires the slot without starting a
+// relay.
+//
+// What the guard guarantees. A relay publishes while its guard's session
+// holds its locks, and stops once it notices the guard lost: at once when
+// the server closes the connection (a restart, a terminated backend; the
+// guard reads its idle connection), and otherwise at its next check that
+// the session still holds the locks (every third of LeaseTTL, with half a
+// TTL to answer). The batch in flight is finished. The relay then
+// reconnects and takes the guard again — its ID (for up to LeaseTTL, while
+// the server ends its previous session), then its mode — and resumes; if
+// another relay took the ID meanwhile, Run returns ErrRelayIDInUse, and a
+// polling relay that finds a WAL relay running returns ErrWALRelayRunning.
+// A relay that vanishes without closing its connection (a crashed host, a
+// cut network) keeps its locks until the server ends its session: the
+// guard sets the session's TCP keepalives so that this takes about three
+// quarters of LeaseTTL. Run unlocks before it returns: a relay started
+// after it may take its ID at once. The guard needs a connection that
+// keeps its session: the database directly, or a pooler in session mode,
+// not in transaction mode. Only Run takes the guard; RunBatch does not.
 //
 // One reader. Relays share a slot through a lease in <table>_wal_readers on
 // the database clock (LeaseTTL, renewed every third of it): the holder

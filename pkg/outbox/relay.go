@@ -55,19 +55,28 @@ func (r *Relay) ID() string { return r.cfg.ID }
 // Run publishes events until ctx ends, then finishes the batches in flight
 // (within their budgets) and returns nil. Database and broker errors are
 // logged, counted and retried; they do not stop the relay.
+//
+// Run holds the relay's guard meanwhile (doc.go, "Running modes and relay
+// IDs"): it returns ErrRelayIDInUse if another running relay has its ID on
+// the table, and ErrWALRelayRunning while a WAL relay runs against the
+// table. It then drops the WAL relay's slot left behind, if any. If the
+// guard's connection breaks, the relay publishes nothing more until it has
+// taken the guard again, and returns those errors if it cannot.
 func (r *Relay) Run(ctx context.Context) error {
 	r.log.InfoContext(ctx, "outbox relay started", "batch_size", r.cfg.BatchSize,
 		"lease_ttl", r.cfg.LeaseTTL, "poll_interval", r.cfg.PollInterval, "poll_only", r.cfg.PollOnly)
-	g, gctx := errgroup.WithContext(ctx)
-	if !r.cfg.PollOnly {
-		g.Go(func() error { return r.listen(gctx) })
-	}
-	g.Go(func() error { return r.dispatchLoop(gctx) })
-	g.Go(func() error { return r.statsLoop(gctx) })
-	if r.cfg.Retention > 0 {
-		g.Go(func() error { return r.retentionLoop(gctx) })
-	}
-	err := g.Wait()
+	err := r.runExclusive(ctx, func(ctx context.Context) error {
+		g, gctx := errgroup.WithContext(ctx)
+		if !r.cfg.PollOnly {
+			g.Go(func() error { return r.listen(gctx) })
+		}
+		g.Go(func() error { return r.dispatchLoop(gctx) })
+		g.Go(func() error { return r.statsLoop(gctx) })
+		if r.cfg.Retention > 0 {
+			g.Go(func() error { return r.retentionLoop(gctx) })
+		}
+		return g.Wait()
+	})
 	r.log.InfoContext(context.WithoutCancel(ctx), "outbox relay stopped")
 	return err
 }

@@ -121,17 +121,27 @@ func (r *WALRelay) ID() string { return r.cfg.ID }
 // it finishes the batch being published, confirms what was acknowledged,
 // releases the lease and returns nil. Database, replication and broker
 // errors are logged, counted and retried; they do not stop the relay.
+//
+// Run holds the relay's guard meanwhile (doc.go, "Running modes and relay
+// IDs"): it returns ErrRelayIDInUse if another running relay has its ID on
+// the table; while polling relays run against the table it waits, not
+// Ready, until they have all stopped. Only then does it set up the slot
+// (SetupWAL, retried until it succeeds) and start. If the guard's
+// connection breaks, the relay publishes nothing more until it has taken
+// the guard again, and returns ErrRelayIDInUse if it cannot.
 func (r *WALRelay) Run(ctx context.Context) error {
 	r.log.InfoContext(ctx, "outbox WAL relay started", "batch_size", r.cfg.BatchSize,
 		"lease_ttl", r.cfg.LeaseTTL, "publication", r.cfg.Publication)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return r.readerLoop(gctx) })
-	g.Go(func() error { return r.base.statsLoop(gctx) })
-	g.Go(func() error { return r.slotStatsLoop(gctx) })
-	if r.cfg.Retention > 0 {
-		g.Go(func() error { return r.base.retentionLoop(gctx) })
-	}
-	err := g.Wait()
+	err := r.runExclusive(ctx, func(ctx context.Context) error {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return r.readerLoop(gctx) })
+		g.Go(func() error { return r.base.statsLoop(gctx) })
+		g.Go(func() error { return r.slotStatsLoop(gctx) })
+		if r.cfg.Retention > 0 {
+			g.Go(func() error { return r.base.retentionLoop(gctx) })
+		}
+		return g.Wait()
+	})
 	r.log.InfoContext(context.WithoutCancel(ctx), "outbox WAL relay stopped")
 	return err
 }

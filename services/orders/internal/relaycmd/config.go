@@ -25,10 +25,12 @@ type Config struct {
 	// DATABASE_URL. The role needs the REPLICATION attribute.
 	ReplicationURL string `env:"RELAY_REPLICATION_URL" redact:"password"`
 	// Slot and Publication name the WAL relay's slot and publication;
-	// default outbox_wal_relay and outbox_wal.
+	// default outbox_wal_relay and outbox_wal. A polling relay drops them
+	// at start (no WAL relay runs then), so both modes need the same ones.
 	Slot        string `env:"RELAY_SLOT"`
 	Publication string `env:"RELAY_PUBLICATION"`
-	// RelayID names this relay in lease_owner; default hostname-pid.
+	// RelayID names this relay in lease_owner; default hostname-pid. A
+	// relay started with the ID of a running relay is refused.
 	RelayID           string        `env:"RELAY_ID"`
 	BatchSize         int           `env:"RELAY_BATCH_SIZE" envDefault:"500"`
 	LeaseTTL          time.Duration `env:"RELAY_LEASE_TTL" envDefault:"30s"`
@@ -73,7 +75,7 @@ func (c Config) Validate() error {
 	default:
 		bad("RELAY_MODE %q is not %s or %s", c.Mode, ModePoll, ModeWAL)
 	}
-	if err := (outbox.Config{Slot: c.Slot, Publication: c.Publication}).Validate(); c.Mode == ModeWAL && err != nil {
+	if err := (outbox.Config{Slot: c.Slot, Publication: c.Publication}).Validate(); err != nil {
 		bad("RELAY_SLOT / RELAY_PUBLICATION: %w", err)
 	}
 	if c.BatchSize < 1 || c.BatchSize > 10000 {

@@ -1,12 +1,21 @@
 // Package relaycmd runs the outbox relay as its own process: `orders relay`.
-// Any number of relay processes may run against one orders database. In
-// the default mode (RELAY_MODE=poll) they share the work through leases;
-// with RELAY_MODE=wal one of them streams the outbox's inserts from a
-// logical replication slot and the others stand by (package outbox, "The
-// WAL relay"). The WAL mode creates the slot and the publication at start
-// if they do not exist: the database role must own the outbox table and
-// have the REPLICATION attribute, and PostgreSQL must run with
-// wal_level=logical.
+// Any number of relay processes may run against one orders database, each
+// with its own RELAY_ID: a process started with the ID of a running relay
+// exits at once with status 1. In the default mode (RELAY_MODE=poll) they
+// share the work through leases; with RELAY_MODE=wal one of them streams
+// the outbox's inserts from a logical replication slot and the others
+// stand by (package outbox, "The WAL relay").
+//
+// The two modes never run at once. A WAL relay started while polling
+// relays run waits for them to stop, not ready (/readyz), and then
+// creates the slot and the publication if they do not exist (the database
+// role must own the outbox table and have the REPLICATION attribute, and
+// PostgreSQL must run with wal_level=logical) and hands over what they
+// left pending: switching a deployment to wal is a rolling restart. A
+// polling relay started while a WAL relay runs exits with status 1 (a
+// restart policy starts it again until the WAL relays are gone); once it
+// runs, it drops the slot RELAY_SLOT and its publication, which nothing
+// reads any more.
 //
 // Environment (defaults in parentheses):
 //
@@ -15,9 +24,9 @@
 //	ADMIN_ADDR                admin listener: /healthz, /readyz, /metrics, /chaos (127.0.0.1:9081)
 //	RELAY_MODE                poll (claim with leases) or wal (stream a replication slot) (poll)
 //	RELAY_REPLICATION_URL     wal: the replication stream's connection string (DATABASE_URL)
-//	RELAY_SLOT                wal: replication slot, unique per server (outbox_wal_relay)
-//	RELAY_PUBLICATION         wal: publication of the outbox's inserts (outbox_wal)
-//	RELAY_ID                  lease owner name, unique per running relay (hostname-pid)
+//	RELAY_SLOT                wal: replication slot, unique per server; poll: the slot dropped at start (outbox_wal_relay)
+//	RELAY_PUBLICATION         wal: publication of the outbox's inserts; poll: dropped with the slot (outbox_wal)
+//	RELAY_ID                  lease owner name, unique per running relay, enforced (hostname-pid)
 //	RELAY_BATCH_SIZE          events per claim, or per published batch in wal mode (500)
 //	RELAY_LEASE_TTL           lease of a claimed batch; takeover time after a crash (30s)
 //	RELAY_POLL_INTERVAL       polling fallback to LISTEN/NOTIFY (1s)
@@ -97,9 +106,7 @@ func Run(ctx context.Context, log *slog.Logger) error {
 	var runRelay func(context.Context) error
 	switch cfg.Mode {
 	case ModeWAL:
-		if err := outbox.SetupWAL(ctx, pool, rcfg); err != nil {
-			return err
-		}
+		// Run sets the slot up (outbox.SetupWAL) once no polling relay runs.
 		relay, err := outbox.NewWALRelay(pool, cfg.replicationURL(), pub, rcfg)
 		if err != nil {
 			return err

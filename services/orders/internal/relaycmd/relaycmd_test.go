@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/paylab/paylab/internal/platform/chaos"
@@ -69,6 +70,7 @@ func TestLoadConfig(t *testing.T) {
 		{"not a duration", map[string]string{"RELAY_LEASE_TTL": "soon"}, "RELAY_LEASE_TTL"},
 		{"mode", map[string]string{"RELAY_MODE": "cdc"}, "RELAY_MODE"},
 		{"slot", map[string]string{"RELAY_MODE": "wal", "RELAY_SLOT": "Not-A-Slot"}, "RELAY_SLOT"},
+		{"slot in poll mode", map[string]string{"RELAY_SLOT": "Not-A-Slot"}, "RELAY_SLOT"}, // the slot a polling relay drops
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,7 +90,17 @@ type child struct {
 	out   *strings.Builder
 }
 
+// startChild starts a relay process and waits until it is ready.
 func startChild(t *testing.T, dbURL string, extra ...string) *child {
+	t.Helper()
+	c := launchChild(t, dbURL, extra...)
+	c.waitReady(t)
+	return c
+}
+
+// launchChild starts a relay process. Its output may be read once it has
+// exited.
+func launchChild(t *testing.T, dbURL string, extra ...string) *child {
 	t.Helper()
 	c := &child{admin: testenv.ClosedAddr(t), done: make(chan struct{}), out: &strings.Builder{}}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
@@ -108,15 +120,27 @@ func startChild(t *testing.T, dbURL string, extra ...string) *child {
 			t.Logf("relay process output:\n%s", c.out.String())
 		}
 	})
-	// Ready: both dependencies answer.
+	return c
+}
+
+// waitReady waits until /readyz answers 200: both dependencies answer and
+// the relay runs.
+func (c *child) waitReady(t *testing.T) {
+	t.Helper()
+	c.waitReadyz(t, http.StatusOK)
+}
+
+// waitReadyz waits until /readyz answers want.
+func (c *child) waitReadyz(t *testing.T, want int) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, _ := c.call(t, "GET", "/readyz", "", "")
-		if code == http.StatusOK {
-			return c
+		if code == want {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("relay process not ready: %d\n%s", code, c.out.String())
+			t.Fatalf("relay process /readyz = %d, want %d", code, want)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -241,6 +265,24 @@ func TestRelayProcessWALMode(t *testing.T) {
 	}
 	pool, dbURL := testenv.NewPool(t, "orders")
 	topic := testenv.NewTopic(t, 1)
+	slot := walSlot(t, pool)
+
+	relay := startChild(t, dbURL, "RELAY_ID=wal", "RELAY_MODE=wal", "RELAY_SLOT="+slot)
+	publishOne(t, ctx, pool, topic, "order-1", "the WAL relay")
+	if code, body := relay.call(t, "GET", "/metrics", "", ""); code != 200 || !strings.Contains(body, "paylab_outbox_wal_active_reader 1") {
+		t.Fatalf("/metrics = %d, without paylab_outbox_wal_active_reader 1", code)
+	}
+	if err := relay.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := relay.exitCode(t, 20*time.Second); code != 0 {
+		t.Fatalf("WAL relay exit status %d after SIGTERM, want 0", code)
+	}
+}
+
+// walSlot names a replication slot for the test, dropped at its end.
+func walSlot(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
 	slot := fmt.Sprintf("t_relaycmd_%d", time.Now().UnixNano()%1e9)
 	t.Cleanup(func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -253,32 +295,114 @@ func TestRelayProcessWALMode(t *testing.T) {
 		}
 		t.Errorf("slot %s not dropped", slot)
 	})
+	return slot
+}
 
-	relay := startChild(t, dbURL, "RELAY_ID=wal", "RELAY_MODE=wal", "RELAY_SLOT="+slot)
-	e := outbox.Event{AggregateType: "order", AggregateID: "order-1", Type: "OrderCaptured", Sequence: 1,
-		Topic: topic, Payload: json.RawMessage(`{"order_id":"order-1"}`)}
+// publishOne commits an event and waits until a relay (who) has
+// dispatched it.
+func publishOne(t *testing.T, ctx context.Context, pool *pgxpool.Pool, topic, orderID, who string) {
+	t.Helper()
+	e := outbox.Event{AggregateType: "order", AggregateID: orderID, Type: "OrderCaptured", Sequence: 1,
+		Topic: topic, Payload: json.RawMessage(fmt.Sprintf(`{"order_id":%q}`, orderID))}
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.Enqueue(ctx, tx, e) }); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, time.Minute, who+" to dispatch "+orderID, func() bool {
 		var pending int
 		_ = pool.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE dispatched_at IS NULL").Scan(&pending)
-		if pending == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the WAL relay did not dispatch the event\n%s", relay.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return pending == 0
+	})
+}
+
+// exitedWith waits for the process to exit with status want and returns
+// its output.
+func (c *child) exitedWith(t *testing.T, want int) string {
+	t.Helper()
+	if code := c.exitCode(t, 30*time.Second); code != want {
+		t.Fatalf("relay process exit status %d, want %d\n%s", code, want, c.out.String())
 	}
-	if code, body := relay.call(t, "GET", "/metrics", "", ""); code != 200 || !strings.Contains(body, "paylab_outbox_wal_active_reader 1") {
-		t.Fatalf("/metrics = %d, without paylab_outbox_wal_active_reader 1", code)
+	return c.out.String()
+}
+
+// A relay process started with the RELAY_ID of a running relay exits with
+// status 1, saying so; the running relay stays ready and goes on
+// publishing.
+func TestRelayProcessRefusesTheIDOfARunningRelay(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 1)
+	ctx := testenv.Context(t)
+
+	first := startChild(t, dbURL, "RELAY_ID=same")
+	second := launchChild(t, dbURL, "RELAY_ID=same")
+	if out := second.exitedWith(t, 1); !strings.Contains(out, "the relay ID is in use") {
+		t.Fatalf("the refused relay's output does not say why:\n%s", out)
 	}
-	if err := relay.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if code, _ := first.call(t, "GET", "/readyz", "", ""); code != http.StatusOK {
+		t.Fatalf("the running relay's /readyz = %d after the refusal", code)
+	}
+	publishOne(t, ctx, pool, topic, "order-1", "the running relay")
+}
+
+// Switching RELAY_MODE back and forth, one process at a time: a WAL relay
+// started while a polling relay runs is not ready and sets up nothing
+// while the polling relay publishes; once that one stops, it creates its
+// slot and publishes. A polling relay started while the WAL relay runs
+// exits with status 1. Once the WAL relay has stopped, a polling relay
+// starts, drops the slot and publishes.
+func TestRelayProcessModesTakeTurns(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	admin, err := pgx.Connect(ctx, testenv.AdminURL())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if code := relay.exitCode(t, 20*time.Second); code != 0 {
-		t.Fatalf("WAL relay exit status %d after SIGTERM, want 0", code)
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, "ALTER ROLE orders REPLICATION"); err != nil {
+		t.Fatal(err)
 	}
+	pool, dbURL := testenv.NewPool(t, "orders")
+	topic := testenv.NewTopic(t, 1)
+	slot := walSlot(t, pool)
+	slots := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	poll := startChild(t, dbURL, "RELAY_ID=poll-1", "RELAY_SLOT="+slot)
+	wal := launchChild(t, dbURL, "RELAY_ID=wal", "RELAY_MODE=wal", "RELAY_SLOT="+slot)
+	wal.waitReadyz(t, http.StatusServiceUnavailable)
+	publishOne(t, ctx, pool, topic, "order-1", "the polling relay")
+	if slots() != 0 {
+		t.Fatal("the WAL relay created its slot while a polling relay ran")
+	}
+	if code, _ := wal.call(t, "GET", "/readyz", "", ""); code != http.StatusServiceUnavailable {
+		t.Fatalf("the waiting WAL relay's /readyz = %d, want 503", code)
+	}
+
+	if err := poll.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	poll.exitedWith(t, 0)
+	wal.waitReady(t)
+	if slots() != 1 {
+		t.Fatal("the WAL relay runs without its slot")
+	}
+	publishOne(t, ctx, pool, topic, "order-2", "the WAL relay")
+
+	refused := launchChild(t, dbURL, "RELAY_ID=poll-2", "RELAY_SLOT="+slot)
+	if out := refused.exitedWith(t, 1); !strings.Contains(out, "a WAL relay runs against the table") {
+		t.Fatalf("the refused polling relay's output does not say why:\n%s", out)
+	}
+
+	if err := wal.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	wal.exitedWith(t, 0)
+	startChild(t, dbURL, "RELAY_ID=poll-3", "RELAY_SLOT="+slot)
+	testenv.Eventually(t, time.Minute, "the polling relay to drop the slot", func() bool { return slots() == 0 })
+	publishOne(t, ctx, pool, topic, "order-3", "the polling relay")
 }
