@@ -42,7 +42,8 @@ type Config struct {
 	// table's name otherwise.
 	MetricPrefix string
 	// ID names this relay in lease_owner; it must differ between relays
-	// running at the same time. Default: hostname-pid.
+	// running at the same time, and Run refuses one that a running relay
+	// holds (ErrRelayIDInUse). Default: hostname-pid.
 	ID string
 	// BatchSize is how many events one claim leases. Default 500.
 	BatchSize int
@@ -63,8 +64,9 @@ type Config struct {
 	// which expired leases and retry backoffs are noticed. Default 1s.
 	PollInterval time.Duration
 	// PollOnly turns LISTEN/NOTIFY off: the relay finds work by its poll
-	// interval alone. For where LISTEN is unavailable (a transaction-pooling
-	// PgBouncer, say), or to measure polling. Default false: notifications
+	// interval alone. For where LISTEN is unavailable, or to measure
+	// polling. (Run's guard holds session advisory locks: a pooler must
+	// keep sessions, not only transactions.) Default false: notifications
 	// wake the relay as soon as an event commits.
 	PollOnly bool
 	// UnfencedComplete records a batch's outcome whoever holds its rows'

@@ -271,11 +271,19 @@
 // Order and position. Transactions reach the Publisher in commit order, in
 // batches of up to BatchSize events (default DefaultWALBatchSize). Inside a
 // batch, an aggregate's ordered events go out in waves (its first event,
-// then its second, …), and a failed event is retried (RetryBackoff doubling
-// up to OutageMaxBackoff) before anything after it; a batch in which every
-// event failed is a broker outage, whose attempts are not counted. The
+// then its second, …). A publish in which every event failed, none
+// permanently, is a broker outage when it is the first send of two events
+// or more, or while nothing was acknowledged since the last outage publish:
+// the stream waits, retrying at RetryBackoff doubling up to
+// OutageMaxBackoff, attempts not counted. Any other failure is the event's
+// own: its attempt is counted in the table and it is held aside while the
+// stream goes on; the reader retries it from the table (RetryBackoff
+// doubling up to RetryMaxBackoff) until it is acknowledged or, after
+// MaxAttempts, parked; its aggregate's later events wait behind it, in
+// order, or park with it, as in the polling relay. The price: an outage
+// that starts right before a lone event is sent is counted for it. The
 // slot's confirmed position is the end of the last transaction whose events
-// were all acknowledged (or parked) and marked; only then does the reader
+// were all acknowledged, held aside or parked, and recorded; only then does the reader
 // send it (StandbyStatusUpdate, at most every 200 ms, and every 10 s and on
 // request as a keepalive reply). After a crash, a takeover or a lost
 // connection, streaming resumes from that position: unconfirmed events are

@@ -62,9 +62,9 @@ type walMetrics struct {
 // (Config.Table) from the replication slot Config.Slot, connecting to it
 // with replURL (a connection string of the same database, for a role with
 // the REPLICATION attribute; "replication=database" is added), and
-// publishes with pub. SetupWAL must have created the slot and the
-// publication. cfg's zero fields take their defaults; BatchSize defaults to
-// DefaultWALBatchSize.
+// publishes with pub. Run sets up the slot and the publication (SetupWAL)
+// once it holds the relay's guard. cfg's zero fields take their defaults;
+// BatchSize defaults to DefaultWALBatchSize.
 func NewWALRelay(pool *pgxpool.Pool, replURL string, pub Publisher, cfg Config) (*WALRelay, error) {
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = DefaultWALBatchSize

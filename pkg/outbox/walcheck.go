@@ -86,8 +86,9 @@ func (h *readerHealth) get() error {
 
 // Ready reports whether the relay does its part: nil for a standby and for
 // a reader that streams, the reason for a reader that cannot (the slot is
-// missing, the publication lost the table, the stream breaks at once). Use
-// it as a readiness check: a reader that cannot stream publishes nothing.
+// missing and cannot be created, the publication lost the table, the
+// stream breaks at once) and for a relay that waits for its guard (polling
+// relays still run on the table). Use it as a readiness check.
 func (r *WALRelay) Ready(context.Context) error {
 	if err := r.health.get(); err != nil {
 		return fmt.Errorf("the WAL reader cannot stream: %w", err)

@@ -38,7 +38,7 @@ func (c *collector) walSlot(ctx context.Context, st *State, probs *problems) {
 	st.WAL = v
 	if v.WALStatus == "lost" {
 		probs.add(fmt.Sprintf("replication slot %s is lost: it fell more than max_slot_wal_keep_size behind and PostgreSQL removed "+
-			"the WAL it needed; stop the relays, drop it (SELECT pg_drop_replication_slot('%s')) and start them: they create it "+
-			"again and hand over the events still pending", v.Slot, v.Slot), errors.New("wal_status lost"))
+			"the WAL it needed; the reading relay drops it, creates it again and hands over the events still pending "+
+			"(if this stays, no relay reads it: see the relays card)", v.Slot), errors.New("wal_status lost"))
 	}
 }
