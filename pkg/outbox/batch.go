@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -50,7 +49,7 @@ func (r *Relay) claimAndPublish(ctx context.Context) (*batch, error) {
 			b.res.Reclaimed++
 		}
 	}
-	r.metrics.leaseReclaims.Add(float64(b.res.Reclaimed))
+	r.poll.leaseReclaims.Add(float64(b.res.Reclaimed))
 	if b.res.Reclaimed > 0 {
 		r.log.InfoContext(ctx, "took over events whose lease had expired", "events", b.res.Reclaimed)
 	}
@@ -114,14 +113,7 @@ wait:
 		r.log.WarnContext(ctx, "slow publish: the batch took more than a quarter of the lease TTL",
 			"events", len(events), "took", took, "lease_ttl", r.cfg.LeaseTTL)
 	}
-	if pubErrs != nil && len(pubErrs) != len(events) {
-		err := fmt.Errorf("publisher returned %d results for %d events", len(pubErrs), len(events))
-		for _, i := range index {
-			b.errs[i] = err
-		}
-		return
-	}
-	for k, err := range pubErrs {
+	for k, err := range verdicts(pubErrs, len(events)) {
 		b.errs[index[k]] = err
 	}
 }
@@ -144,7 +136,7 @@ func (r *Relay) renewLease(ctx context.Context, b *batch) int {
 		r.log.WarnContext(ctx, "renewing the lease of a slow batch failed", "events", len(ids), "error", err)
 		return len(ids)
 	}
-	r.metrics.leaseRenewals.Inc()
+	r.poll.leaseRenewals.Inc()
 	r.log.WarnContext(ctx, "acknowledgements are slow; renewed the batch's lease", "events", len(ids), "held", len(held))
 	return len(held)
 }
@@ -167,7 +159,7 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, time.Durat
 	var pause time.Duration
 	switch {
 	case b.isOutage():
-		pause = r.outageBatch(ctx, b)
+		pause = r.brokerRefused(ctx, len(b.rows), firstError(b.errs))
 		res.Outage = true
 		p.Outage, p.OutageBackoffSeconds = true, pause.Seconds()
 	case b.anyAcknowledged():
@@ -184,12 +176,7 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, time.Durat
 		if msg == "" {
 			msg = "publish failed"
 		}
-		permanent := errors.Is(err, ErrPermanent)
-		kind := "transient"
-		if permanent {
-			kind = "permanent"
-		}
-		r.metrics.publishErrors.WithLabelValues(kind).Inc()
+		permanent := r.failed(err)
 		p.FailedIds = append(p.FailedIds, row.ID)
 		p.FailedErrors = append(p.FailedErrors, msg)
 		p.FailedPermanent = append(p.FailedPermanent, permanent)
@@ -222,7 +209,7 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, time.Durat
 		// Our lease expired and another relay took these rows: it publishes
 		// them, so nothing is lost, but the relay stalled for longer than
 		// the lease (its renewals did not get through).
-		r.metrics.leaseLost.Add(float64(lost))
+		r.poll.leaseLost.Add(float64(lost))
 		r.log.WarnContext(ctx, "lease lost before the batch was recorded", "events", lost)
 	}
 	return res, pause, nil

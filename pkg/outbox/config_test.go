@@ -90,7 +90,7 @@ func TestOutageBackoff(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, want := range []time.Duration{1, 2, 4, 5, 5, 5} {
-		if got := r.outageBatch(ctx, down); got != want*time.Second {
+		if got := r.brokerRefused(ctx, len(down.rows), firstError(down.errs)); got != want*time.Second {
 			t.Fatalf("outage pause %v, want %v", got, want*time.Second)
 		}
 	}
@@ -101,7 +101,7 @@ func TestOutageBackoff(t *testing.T) {
 	if g := testutil.ToFloat64(r.metrics.brokerOutage); g != 0 {
 		t.Fatalf("broker_outage = %v after it", g)
 	}
-	if got := r.outageBatch(ctx, down); got != time.Second {
+	if got := r.brokerRefused(ctx, len(down.rows), firstError(down.errs)); got != time.Second {
 		t.Fatalf("first pause of the next outage %v, want RetryBackoff", got)
 	}
 }

@@ -387,7 +387,7 @@ func (r *WALRelay) setup(ctx context.Context) bool {
 			return false
 		}
 		r.health.set(err)
-		r.base.metrics.relayErrors.Inc()
+		r.metrics.relayErrors.Inc()
 		r.log.ErrorContext(ctx, "setting up the slot failed; retrying", "error", err)
 		pause(ctx, r.cfg.PollInterval)
 	}

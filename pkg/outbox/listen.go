@@ -20,7 +20,7 @@ func (r *Relay) listen(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		r.metrics.listenerReconnects.Inc()
+		r.poll.listenerReconnects.Inc()
 		r.log.WarnContext(ctx, "outbox listener disconnected; reconnecting", "error", err, "backoff", backoff)
 		if listening {
 			backoff = 100 * time.Millisecond

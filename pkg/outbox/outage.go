@@ -35,11 +35,18 @@ type outage struct {
 }
 
 // isOutage reports whether every event of b failed, none permanently.
-func (b *batch) isOutage() bool {
-	if len(b.errs) == 0 {
+func (b *batch) isOutage() bool { return allTransient(b.errs) }
+
+// anyAcknowledged reports whether the publisher acknowledged an event of b.
+func (b *batch) anyAcknowledged() bool { return !allFailed(b.errs) }
+
+// allTransient reports whether there are verdicts and every one is a
+// transient failure.
+func allTransient(errs []error) bool {
+	if len(errs) == 0 {
 		return false
 	}
-	for _, err := range b.errs {
+	for _, err := range errs {
 		if err == nil || errors.Is(err, ErrPermanent) {
 			return false
 		}
@@ -47,40 +54,50 @@ func (b *batch) isOutage() bool {
 	return true
 }
 
-// anyAcknowledged reports whether the publisher acknowledged an event of b.
-func (b *batch) anyAcknowledged() bool {
-	for _, err := range b.errs {
+// allFailed reports whether no event was acknowledged.
+func allFailed(errs []error) bool {
+	for _, err := range errs {
 		if err == nil {
-			return true
+			return false
 		}
 	}
-	return false
+	return len(errs) > 0
 }
 
-// outageBatch records an outage batch and returns how long its rows and the
-// relay wait before the next attempt.
-func (r *Relay) outageBatch(ctx context.Context, b *batch) time.Duration {
+// brokerRefused records a publish of n events taken for a broker outage
+// (the first starts the outage, the next acknowledgement ends it:
+// brokerBack) and returns how long to wait before the next attempt:
+// RetryBackoff doubled per consecutive outage publish, up to
+// OutageMaxBackoff.
+func (r *relayCore) brokerRefused(ctx context.Context, n int, err error) time.Duration {
 	r.outage.mu.Lock()
 	defer r.outage.mu.Unlock()
 	r.outage.batches++
 	r.metrics.outageBatches.Inc()
-	// RetryBackoff doubled per consecutive outage batch, capped (the shift
-	// is bounded so that it cannot overflow).
+	// The shift is bounded so that it cannot overflow.
 	backoff := min(r.cfg.RetryBackoff<<min(r.outage.batches-1, 20), r.cfg.OutageMaxBackoff)
 	if r.outage.batches == 1 {
 		r.outage.since = time.Now()
 		r.metrics.brokerOutage.Set(1)
-		r.log.WarnContext(ctx, "broker outage: every event of a batch failed; pausing the relay, attempts not counted",
-			"events", len(b.rows), "pause", backoff, "error", firstError(b.errs))
+		r.log.WarnContext(ctx, "broker outage: every event of a publish failed; pausing, attempts not counted",
+			"events", n, "pause", backoff, "error", err)
 	} else {
-		r.log.DebugContext(ctx, "broker still unavailable", "events", len(b.rows), "pause", backoff,
-			"outage_batches", r.outage.batches, "error", firstError(b.errs))
+		r.log.DebugContext(ctx, "broker still unavailable", "events", n, "pause", backoff,
+			"outage_publishes", r.outage.batches, "error", err)
 	}
 	return backoff
 }
 
-// brokerBack ends the outage, if there is one: b had an acknowledged event.
-func (r *Relay) brokerBack(ctx context.Context) {
+// inOutage reports whether the last outage publish has not been followed by
+// an acknowledgement yet.
+func (r *relayCore) inOutage() bool {
+	r.outage.mu.Lock()
+	defer r.outage.mu.Unlock()
+	return r.outage.batches > 0
+}
+
+// brokerBack ends the outage, if there is one: an event was acknowledged.
+func (r *relayCore) brokerBack(ctx context.Context) {
 	r.outage.mu.Lock()
 	defer r.outage.mu.Unlock()
 	if r.outage.batches == 0 {

@@ -4,49 +4,33 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
 )
 
 // Relay publishes committed outbox events to a broker. Any number of relays
 // may run against one table; doc.go explains how they share the work.
 type Relay struct {
-	pool    *pgxpool.Pool
-	queries *outboxdb.Queries
-	pub     Publisher
-	cfg     Config
-	log     *slog.Logger
-	metrics *metrics
-	wake    chan struct{}
-	outage  outage
+	*relayCore
+	poll pollMetrics
+	wake chan struct{}
 }
 
 // NewRelay returns a relay that claims events from the outbox table in pool
 // (Config.Table) and publishes them with pub. cfg's zero fields take their
 // defaults.
 func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("outbox: invalid relay config: %w", err)
+	core, err := newCore(pool, pub, cfg, func(cfg Config) *slog.Logger { return cfg.Logger.With("relay", cfg.ID) })
+	if err != nil {
+		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Registerer, cfg.MetricPrefix)
+	pm, err := newPollMetrics(core.cfg.Registerer, core.cfg.MetricPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: registering relay metrics: %w", err)
 	}
-	return &Relay{
-		pool:    pool,
-		queries: outboxdb.New(withCustomPlans(withTable(pool, cfg.Table, new(sync.Map)))),
-		pub:     pub,
-		cfg:     cfg,
-		log:     cfg.Logger.With("relay", cfg.ID),
-		metrics: m,
-		wake:    make(chan struct{}, 1),
-	}, nil
+	return &Relay{relayCore: core, poll: pm, wake: make(chan struct{}, 1)}, nil
 }
 
 // ID is the relay's lease owner name.

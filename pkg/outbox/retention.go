@@ -9,7 +9,7 @@ import (
 )
 
 // retentionLoop deletes old dispatched events every RetentionInterval.
-func (r *Relay) retentionLoop(ctx context.Context) error {
+func (r *relayCore) retentionLoop(ctx context.Context) error {
 	ticker := time.NewTicker(r.cfg.RetentionInterval)
 	defer ticker.Stop()
 	for {
@@ -30,7 +30,7 @@ func (r *Relay) retentionLoop(ctx context.Context) error {
 // (on the database clock), RetentionBatch rows per statement until none is
 // left, and returns how many it deleted. Pending and parked events are never
 // deleted. Several relays may run it at once.
-func (r *Relay) DeleteDispatched(ctx context.Context) (int64, error) {
+func (r *relayCore) DeleteDispatched(ctx context.Context) (int64, error) {
 	if r.cfg.Retention <= 0 {
 		return 0, nil
 	}

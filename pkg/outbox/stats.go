@@ -7,7 +7,7 @@ import (
 )
 
 // statsLoop refreshes the backlog gauges every StatsInterval.
-func (r *Relay) statsLoop(ctx context.Context) error {
+func (r *relayCore) statsLoop(ctx context.Context) error {
 	ticker := time.NewTicker(r.cfg.StatsInterval)
 	defer ticker.Stop()
 	for {
@@ -24,7 +24,7 @@ func (r *Relay) statsLoop(ctx context.Context) error {
 
 // RefreshStats sets the pending, oldest-pending-age and parked gauges from
 // one query over the partial pending index.
-func (r *Relay) RefreshStats(ctx context.Context) error {
+func (r *relayCore) RefreshStats(ctx context.Context) error {
 	s, err := r.queries.PendingStats(ctx)
 	if err != nil {
 		return fmt.Errorf("reading outbox backlog: %w", err)

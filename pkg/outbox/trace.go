@@ -44,7 +44,7 @@ type publishTrace struct {
 // headers are copied before they are written: events[i].Headers is
 // replaced, the map it held keeps the stored context, so an event the WAL
 // relay publishes again starts again from it.
-func (r *Relay) tracePublish(ctx context.Context, events []Event) publishTrace {
+func (r *relayCore) tracePublish(ctx context.Context, events []Event) publishTrace {
 	tracer := otel.Tracer(TracerName)
 	prop := otel.GetTextMapPropagator()
 	bctx, batch := tracer.Start(ctx, BatchSpanName, trace.WithSpanKind(trace.SpanKindClient),

@@ -29,16 +29,11 @@ const DefaultWALBatchSize = 5000
 // record dispatched_at. Run relays on several hosts for availability: one is
 // the slot's reader, the others are standbys (see doc.go, "The WAL relay").
 type WALRelay struct {
-	base    *Relay // queries, metrics, stats and retention, shared with the polling relay
-	pool    *pgxpool.Pool
-	repl    *pgconn.Config
-	pub     Publisher
-	cfg     Config
-	log     *slog.Logger
-	queries *outboxdb.Queries
-	wal     walMetrics
-	health  readerHealth // what Ready reports
-	held    heldSet      // events held aside for a retry (walheld.go)
+	*relayCore
+	repl   *pgconn.Config
+	wal    walMetrics
+	health readerHealth // what Ready reports
+	held   heldSet      // events held aside for a retry (walheld.go)
 }
 
 // walMetrics are the WAL relay's own metrics, next to the polling relay's.
@@ -69,11 +64,13 @@ func NewWALRelay(pool *pgxpool.Pool, replURL string, pub Publisher, cfg Config) 
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = DefaultWALBatchSize
 	}
-	base, err := NewRelay(pool, pub, cfg)
+	core, err := newCore(pool, pub, cfg, func(cfg Config) *slog.Logger {
+		return cfg.Logger.With("relay", cfg.ID, "slot", cfg.Slot)
+	})
 	if err != nil {
 		return nil, err
 	}
-	cfg = base.cfg
+	cfg = core.cfg
 	repl, err := pgconn.ParseConfig(replURL)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: parsing the replication connection string: %w", err)
@@ -101,16 +98,7 @@ func NewWALRelay(pool *pgxpool.Pool, replURL string, pub Publisher, cfg Config) 
 			return nil, fmt.Errorf("outbox: registering WAL relay metrics: %w", err)
 		}
 	}
-	return &WALRelay{
-		base:    base,
-		pool:    pool,
-		repl:    repl,
-		pub:     pub,
-		cfg:     cfg,
-		log:     cfg.Logger.With("relay", cfg.ID, "slot", cfg.Slot),
-		queries: base.queries,
-		wal:     m,
-	}, nil
+	return &WALRelay{relayCore: core, repl: repl, wal: m}, nil
 }
 
 // ID is the relay's name in the reader lease.
@@ -135,10 +123,10 @@ func (r *WALRelay) Run(ctx context.Context) error {
 	err := r.runExclusive(ctx, func(ctx context.Context) error {
 		g, gctx := errgroup.WithContext(ctx)
 		g.Go(func() error { return r.readerLoop(gctx) })
-		g.Go(func() error { return r.base.statsLoop(gctx) })
+		g.Go(func() error { return r.statsLoop(gctx) })
 		g.Go(func() error { return r.slotStatsLoop(gctx) })
 		if r.cfg.Retention > 0 {
-			g.Go(func() error { return r.base.retentionLoop(gctx) })
+			g.Go(func() error { return r.retentionLoop(gctx) })
 		}
 		return g.Wait()
 	})
@@ -161,7 +149,7 @@ func (r *WALRelay) readerLoop(ctx context.Context) error {
 			}
 		case err != nil:
 			if ctx.Err() == nil {
-				r.base.metrics.relayErrors.Inc()
+				r.metrics.relayErrors.Inc()
 				r.log.ErrorContext(ctx, "taking the reader lease failed", "error", err)
 			}
 		default:

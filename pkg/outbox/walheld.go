@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -180,35 +179,22 @@ func (r *WALRelay) retryHeldOnce(lctx context.Context, parked map[aggKey]bool) (
 	if len(batch) == 0 {
 		return 0, nil
 	}
-	pt := r.base.tracePublish(lctx, batch)
-	pctx, cancel := context.WithTimeout(pt.ctx, r.cfg.MaxPublishWait)
-	start := time.Now()
-	errs := r.pub.Publish(pctx, batch)
-	cancel()
-	pt.end(errs)
-	r.base.metrics.publishDuration.Observe(time.Since(start).Seconds())
+	errs := r.publishTraced(lctx, batch)
 	if lctx.Err() != nil {
 		return 0, errLeaseLost
 	}
-	if errs != nil && len(errs) != len(batch) {
-		err := fmt.Errorf("publisher returned %d results for %d events", len(errs), len(batch))
-		errs = make([]error, len(batch))
-		for k := range errs {
-			errs[k] = err
-		}
-	}
 	now := time.Now()
-	if outage := errs != nil && allTransient(errs) && (len(batch) > 1 || r.brokerDown()); outage {
+	if outage := errs != nil && allTransient(errs) && (len(batch) > 1 || r.inOutage()); outage {
 		// The broker refuses everything: not the events' fault, as in
 		// publishAll. Retried at the outage pace, attempts not counted.
-		wait := r.outagePublish(lctx, len(batch), errs[0])
+		wait := r.brokerRefused(lctx, len(batch), errs[0])
 		for _, i := range keyOf {
 			heads[i].due = now.Add(wait)
 		}
 		return 0, nil
 	}
 	if errs == nil || len(errs) > 0 && !allFailed(errs) {
-		r.base.brokerBack(lctx)
+		r.brokerBack(lctx)
 	}
 	var (
 		acked               []walEvent
@@ -227,13 +213,7 @@ func (r *WALRelay) retryHeldOnce(lctx context.Context, parked map[aggKey]bool) (
 			continue
 		}
 		e.attempts++
-		permanent := errors.Is(err, ErrPermanent)
-		if permanent || (r.cfg.MaxAttempts > 0 && e.attempts >= r.cfg.MaxAttempts) {
-			kind := "transient"
-			if permanent {
-				kind = "permanent"
-			}
-			r.base.metrics.publishErrors.WithLabelValues(kind).Inc()
+		if r.failed(err) || (r.cfg.MaxAttempts > 0 && e.attempts >= r.cfg.MaxAttempts) {
 			reason := fmt.Errorf("%w: %d attempts failed, the last: %w", ErrPermanent, e.attempts, err)
 			parkIDs, parkErrs = append(parkIDs, e.id), append(parkErrs, reason.Error())
 			for _, behind := range r.held.drop(k)[1:] {
@@ -246,7 +226,6 @@ func (r *WALRelay) retryHeldOnce(lctx context.Context, parked map[aggKey]bool) (
 			r.log.WarnContext(lctx, "parking an event that cannot be published", "outbox_id", e.id, "error", reason)
 			continue
 		}
-		r.base.metrics.publishErrors.WithLabelValues("transient").Inc()
 		e.due = now.Add(r.retryBackoff(e.attempts))
 		failedIDs, failedErr = append(failedIDs, e.id), append(failedErr, err.Error())
 	}
@@ -260,7 +239,7 @@ func (r *WALRelay) retryHeldOnce(lctx context.Context, parked map[aggKey]bool) (
 		if err != nil {
 			return 0, fmt.Errorf("parking %d held events: %w", len(parkIDs), err)
 		}
-		r.base.metrics.parkedTotal.Add(float64(n))
+		r.metrics.parkedTotal.Add(float64(n))
 	}
 	if len(failedIDs) > 0 {
 		if _, err := r.queries.RecordFailedAttempts(lctx, outboxdb.RecordFailedAttemptsParams{Ids: failedIDs, Errors: failedErr}); err != nil {
@@ -278,24 +257,4 @@ func (r *WALRelay) invisible(ctx context.Context, xid uint32) bool {
 	}
 	n, err := r.queries.InvisibleTransactions(ctx, []int64{int64(xid)})
 	return err == nil && n > 0
-}
-
-// allTransient reports whether every publish result is a transient failure.
-func allTransient(errs []error) bool {
-	for _, err := range errs {
-		if err == nil || errors.Is(err, ErrPermanent) {
-			return false
-		}
-	}
-	return true
-}
-
-// allFailed reports whether no event was acknowledged.
-func allFailed(errs []error) bool {
-	for _, err := range errs {
-		if err == nil {
-			return false
-		}
-	}
-	return true
 }

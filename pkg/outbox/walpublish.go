@@ -103,26 +103,13 @@ func (r *WALRelay) publishAll(lctx, drain context.Context, events []walEvent, id
 		for _, i := range idx {
 			batch = append(batch, events[i].event)
 		}
-		pt := r.base.tracePublish(lctx, batch)
-		pctx, cancel := context.WithTimeout(pt.ctx, r.cfg.MaxPublishWait)
-		start := time.Now()
-		errs := r.pub.Publish(pctx, batch)
-		cancel()
-		pt.end(errs)
-		r.base.metrics.publishDuration.Observe(time.Since(start).Seconds())
+		errs := r.publishTraced(lctx, batch)
 		if lctx.Err() != nil {
 			return errLeaseLost
 		}
 		if errs == nil {
-			r.base.brokerBack(lctx)
+			r.brokerBack(lctx)
 			return nil
-		}
-		if len(errs) != len(batch) {
-			err := fmt.Errorf("publisher returned %d results for %d events", len(errs), len(batch))
-			errs = make([]error, len(batch))
-			for k := range errs {
-				errs[k] = err
-			}
 		}
 		var retry []int
 		acked, permanent := 0, 0
@@ -131,22 +118,20 @@ func (r *WALRelay) publishAll(lctx, drain context.Context, events []walEvent, id
 			switch err := errs[k]; {
 			case err == nil:
 				acked++
-			case errors.Is(err, ErrPermanent):
+			case r.failed(err):
 				permanent++
-				r.base.metrics.publishErrors.WithLabelValues("permanent").Inc()
 				r.park(&events[i], err, parked)
 			default:
-				r.base.metrics.publishErrors.WithLabelValues("transient").Inc()
 				firstErr = cmpOr(firstErr, err)
 				retry = append(retry, i)
 			}
 		}
 		if acked > 0 {
-			r.base.brokerBack(lctx)
+			r.brokerBack(lctx)
 		}
 		var backoff time.Duration
-		if acked == 0 && permanent == 0 && (first && len(idx) > 1 || r.brokerDown()) {
-			backoff = r.outagePublish(lctx, len(idx), firstErr)
+		if acked == 0 && permanent == 0 && (first && len(idx) > 1 || r.inOutage()) {
+			backoff = r.brokerRefused(lctx, len(idx), firstErr)
 		} else {
 			// The events' own failures: counted, and held aside for a
 			// retry with backoff (or parked after MaxAttempts) while the
@@ -185,38 +170,6 @@ func (r *WALRelay) publishAll(lctx, drain context.Context, events []walEvent, id
 	return nil
 }
 
-// brokerDown reports whether the last publish taken for a broker outage
-// has not been followed by an acknowledgement yet.
-func (r *WALRelay) brokerDown() bool {
-	o := &r.base.outage
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.batches > 0
-}
-
-// outagePublish records a publish of n events taken for a broker outage
-// (counted in outage_batches_total; the first starts the outage, which
-// the next acknowledgement ends: Relay.brokerBack) and returns how long
-// to wait before the retry.
-func (r *WALRelay) outagePublish(ctx context.Context, n int, err error) time.Duration {
-	o := &r.base.outage
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.batches++
-	r.base.metrics.outageBatches.Inc()
-	backoff := min(r.cfg.RetryBackoff<<min(o.batches-1, 20), r.cfg.OutageMaxBackoff)
-	if o.batches == 1 {
-		o.since = time.Now()
-		r.base.metrics.brokerOutage.Set(1)
-		r.log.WarnContext(ctx, "broker outage: every event of a publish failed; retrying at the outage pace, attempts not counted",
-			"events", n, "backoff", backoff, "error", err)
-	} else {
-		r.log.DebugContext(ctx, "broker still unavailable", "events", n, "backoff", backoff,
-			"outage_publishes", o.batches, "error", err)
-	}
-	return backoff
-}
-
 func cmpOr(a, b error) error {
 	if a != nil {
 		return a
@@ -252,7 +205,7 @@ func (r *WALRelay) markWithRetry(lctx, drain context.Context, events []walEvent)
 		if err == nil {
 			return nil
 		}
-		r.base.metrics.relayErrors.Inc()
+		r.metrics.relayErrors.Inc()
 		if lctx.Err() != nil || drain.Err() != nil {
 			return err
 		}
@@ -321,10 +274,10 @@ func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 			}
 			visible = true
 		}
-		r.base.metrics.published.Add(float64(marked))
+		r.metrics.published.Add(float64(marked))
 		for i := range events {
 			if !events[i].parked && !events[i].held {
-				r.base.metrics.publishLatency.Observe(at.Sub(events[i].createdAt).Seconds())
+				r.metrics.publishLatency.Observe(at.Sub(events[i].createdAt).Seconds())
 			}
 		}
 	}
@@ -349,7 +302,7 @@ func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 		if err != nil {
 			return fmt.Errorf("parking %d events: %w", len(parkIDs), err)
 		}
-		r.base.metrics.parkedTotal.Add(float64(n))
+		r.metrics.parkedTotal.Add(float64(n))
 	}
 	return nil
 }
@@ -442,7 +395,7 @@ func (r *WALRelay) handover(ctx, lctx context.Context, maxID int64, before time.
 		for i, x := range rows {
 			events[i] = walEventFromHandover(x)
 		}
-		r.base.metrics.batchSize.Observe(float64(len(events)))
+		r.metrics.batchSize.Observe(float64(len(events)))
 		if err := r.resolve(lctx, ctx, events, parked); err != nil {
 			return err
 		}

@@ -70,14 +70,14 @@ func (r *WALRelay) serve(ctx, lctx context.Context) {
 			// its connection does.
 			r.log.InfoContext(ctx, "the slot is still in use by the previous reader's connection; waiting", "error", err)
 		case errors.Is(err, errPublication) || errors.Is(err, errSlotUnusable):
-			r.base.metrics.relayErrors.Inc()
+			r.metrics.relayErrors.Inc()
 			r.log.ErrorContext(ctx, "the slot cannot be streamed; publishing from the table until it can", "error", err)
 			r.wal.fallback.Set(1)
 			if ferr := r.publishFromTable(ctx, lctx, rs); ferr != nil && ctx.Err() == nil && lctx.Err() == nil {
 				r.log.ErrorContext(ctx, "publishing from the table failed", "error", ferr)
 			}
 		default:
-			r.base.metrics.relayErrors.Inc()
+			r.metrics.relayErrors.Inc()
 			r.log.ErrorContext(ctx, "the replication stream broke; reconnecting", "error", err)
 		}
 		pause(both, r.cfg.PollInterval)
@@ -232,7 +232,7 @@ func (r *WALRelay) stream(ctx, lctx context.Context, rs *readerState) (err error
 			}
 			// Held events whose retry is due go first (walheld.go).
 			if err := r.retryHeld(lctx, parked); err != nil && lctx.Err() == nil {
-				r.base.metrics.relayErrors.Inc()
+				r.metrics.relayErrors.Inc()
 				r.log.ErrorContext(lctx, "retrying the held events failed", "error", err)
 			}
 			if b == nil {
@@ -388,7 +388,7 @@ func (rd *walReader) handoff(block bool) bool {
 		}
 	}
 	if len(b.events) > 0 {
-		rd.r.base.metrics.batchSize.Observe(float64(len(b.events)))
+		rd.r.metrics.batchSize.Observe(float64(len(b.events)))
 	}
 	rd.batch = rd.r.newBatch()
 	return true
