@@ -3,10 +3,12 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,6 +255,25 @@ func (r *recorder) wrap(name string, next outbox.Publisher) outbox.Publisher {
 		for i, e := range events {
 			if errs == nil || errs[i] == nil {
 				r.sends[e.ID.String()] = append(r.sends[e.ID.String()], name)
+			}
+		}
+		return errs
+	})
+}
+
+// refusing wraps next: while on is set, the event whose id is *target is
+// refused with a transient error (after next's verdict: Kafka may have
+// taken it, a copy on the wire), counted in refused.
+func refusing(next outbox.Publisher, on *atomic.Bool, target *outbox.Event, refused *atomic.Int64) outbox.Publisher {
+	return outbox.PublisherFunc(func(ctx context.Context, events []outbox.Event) []error {
+		errs := next.Publish(ctx, events)
+		for i, e := range events {
+			if e.ID == target.ID && on.Load() {
+				if errs == nil {
+					errs = make([]error, len(events))
+				}
+				errs[i] = errors.New("injected: the broker refused the event")
+				refused.Add(1)
 			}
 		}
 		return errs

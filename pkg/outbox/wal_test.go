@@ -510,23 +510,11 @@ func TestWALRelayConfirmsOnlyAcknowledgedTransactions(t *testing.T) {
 	ctx := longContext(t, 3*time.Minute)
 	kafka := newKafkaPublisher(t, testenv.Brokers())
 
-	var refusing atomic.Bool
-	refusing.Store(true)
+	var refusingOn atomic.Bool
+	refusingOn.Store(true)
 	var refused atomic.Int64
 	var blocked outbox.Event
-	failing := outbox.PublisherFunc(func(ctx context.Context, events []outbox.Event) []error {
-		errs := kafka.Publish(ctx, events)
-		for i, e := range events {
-			if e.ID == blocked.ID && refusing.Load() {
-				if errs == nil {
-					errs = make([]error, len(events))
-				}
-				errs[i] = errors.New("injected: broker refused the event")
-				refused.Add(1)
-			}
-		}
-		return errs
-	})
+	failing := refusing(kafka, &refusingOn, &blocked, &refused)
 	rec := newRecorder()
 	cfg := f.config(t, "wal-first", nil)
 	cfg.MaxAttempts = -1
@@ -547,7 +535,7 @@ func TestWALRelayConfirmsOnlyAcknowledgedTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	refusing.Store(false)
+	refusingOn.Store(false)
 	second := f.config(t, "wal-second", nil)
 	second.StatsInterval = 200 * time.Millisecond
 	startWALRelay(t, f, rec.wrap("second", kafka), second)

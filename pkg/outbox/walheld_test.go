@@ -1,8 +1,6 @@
 package outbox_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -21,21 +19,11 @@ func TestWALRelayHoldsAFailingEventAsideWhileTheStreamGoesOn(t *testing.T) {
 	f := walSetup(t, 1)
 	ctx := longContext(t, 3*time.Minute)
 	kafka := newKafkaPublisher(t, testenv.Brokers())
-	var refusing atomic.Bool
-	refusing.Store(true)
+	var refusingOn atomic.Bool
+	var refused atomic.Int64
+	refusingOn.Store(true)
 	first := event(f.topic, "order-held", 1)
-	pub := outbox.PublisherFunc(func(ctx context.Context, events []outbox.Event) []error {
-		errs := kafka.Publish(ctx, events)
-		for i, e := range events {
-			if e.ID == first.ID && refusing.Load() {
-				if errs == nil {
-					errs = make([]error, len(events))
-				}
-				errs[i] = errors.New("injected: the broker refused the event")
-			}
-		}
-		return errs
-	})
+	pub := refusing(kafka, &refusingOn, &first, &refused)
 	rec := newRecorder()
 	cfg := f.config(t, "wal-0", nil)
 	cfg.MaxAttempts = -1
@@ -62,7 +50,7 @@ func TestWALRelayHoldsAFailingEventAsideWhileTheStreamGoesOn(t *testing.T) {
 	}
 	rec.mu.Unlock()
 
-	refusing.Store(false)
+	refusingOn.Store(false)
 	waitFor(t, time.Minute, "the held order published", func() bool {
 		return dispatched(t, ctx, f.pool) == int64(len(others)+3)
 	})
