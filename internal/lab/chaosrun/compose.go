@@ -292,6 +292,8 @@ func (c *Compose) Deploy(ctx context.Context, sc Scenario) (*Deployment, error) 
 	switch {
 	case sc.stops != "":
 		return nil, skip("stops %s, which no admin API can do (run it with --target local)", sc.stops)
+	case sc.opts.wal:
+		return nil, skip("drives the WAL relay's slot and publication as PostgreSQL's superuser and starts relays of its own, which no admin API can do (run it with --target local --relay-mode wal)")
 	case sc.pauses:
 		return nil, skip("stalls a process with SIGSTOP, which no admin API can do (run it with --target local)")
 	case sc.opts.ledgers > 1:

@@ -48,6 +48,9 @@ func (e *Env) Deploy(ctx context.Context, sc Scenario) (*Deployment, error) {
 	if n := e.kafka.Nodes(); sc.brokers > n {
 		return nil, skip("needs a Kafka cluster of %d brokers; this run has %d (--kafka-nodes %d)", sc.brokers, n, sc.brokers)
 	}
+	if sc.opts.wal && e.RelayMode != RelayWAL {
+		return nil, skip("drives the WAL relay's replication slot and publication and starts WAL relays: run it with --relay-mode wal")
+	}
 	if sc.pollOnly && e.RelayMode == RelayWAL {
 		return nil, skip("drives the polling relays' row leases; the WAL relay's one reader is fenced by its reader lease and the slot")
 	}

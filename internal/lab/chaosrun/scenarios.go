@@ -139,6 +139,45 @@ func Scenarios() []Scenario {
 			during:      ledgerScaledRebalance,
 		},
 		{
+			Name:        "wal-slot-dropped",
+			Description: "wal: the replication slot is dropped under its reader (walsender ended, slot dropped) while payments flow",
+			opts:        with(outbox, func(o *options) { o.wal = true }),
+			expect:      Clean,
+			during:      walSlotDropped,
+		},
+		{
+			Name:        "wal-slot-recreated",
+			Description: "wal: the slot is dropped and created again by the superuser behind its (frozen) reader, payments committed in between",
+			opts:        with(outbox, func(o *options) { o.wal = true }),
+			expect:      Clean,
+			pauses:      true,
+			during:      walSlotRecreated,
+		},
+		{
+			Name:        "wal-publication-drift",
+			Description: "wal: the outbox table is removed from the relay's publication for a few seconds under load, then added back",
+			opts:        with(outbox, func(o *options) { o.wal = true }),
+			expect:      Clean,
+			during:      walPublicationDrift,
+		},
+		{
+			Name:        "wal-poison-event",
+			Description: "wal: among the payments, one event for a topic that does not exist (relays park after 5 attempts)",
+			opts: with(outbox, func(o *options) {
+				o.wal = true
+				o.relayEnv = []string{fmt.Sprintf("RELAY_MAX_ATTEMPTS=%d", walPoisonAttempts), "RELAY_RETRY_BACKOFF=250ms"}
+			}),
+			expect: Clean,
+			during: walPoisonEvent,
+		},
+		{
+			Name:        "relay-mode-switch",
+			Description: "a rolling switch under load from polling relays to WAL relays and back, orders refunded alongside",
+			opts:        with(outbox, func(o *options) { o.wal, o.relayMode = true, RelayPoll }),
+			expect:      Clean,
+			during:      relayModeSwitch,
+		},
+		{
 			Name:        "postgres-restart",
 			Description: "PostgreSQL is restarted under load",
 			opts:        outbox,

@@ -159,7 +159,7 @@ func committed(ctx context.Context, dbURL string) (map[key]bool, error) {
 // balance per currency.
 func ledgerEffects(ctx context.Context, dbURL string, expected map[key]bool) (Effects, map[string]int, error) {
 	rows, err := query(ctx, dbURL, `
-		SELECT order_id, COALESCE(refund_id, ''), kind, id::text FROM journal_entries ORDER BY id`)
+		SELECT order_id, COALESCE(refund_id, ''), kind, id::text FROM journal_entries ORDER BY journal_entries.id`)
 	if err != nil {
 		return Effects{}, nil, fmt.Errorf("reading the ledger: %w", err)
 	}
