@@ -74,12 +74,6 @@ func (h *heldSet) contains(id int64) bool {
 	return h.ids[id]
 }
 
-func (h *heldSet) empty() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.ids) == 0
-}
-
 // due returns each aggregate's first held event whose retry is due.
 func (h *heldSet) due(now time.Time) (keys []aggKey, heads []*heldEvent) {
 	h.mu.Lock()
