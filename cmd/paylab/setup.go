@@ -20,8 +20,9 @@ type setupConfig struct {
 	NotificationsPassword string `env:"NOTIFICATIONS_DB_PASSWORD" envDefault:"notifications"`
 	KafkaBrokers          string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
 	TopicPartitions       int32  `env:"ORDER_EVENTS_PARTITIONS" envDefault:"6"`
-	// RelayMode is the orders relays' RELAY_MODE: with wal, the orders role
-	// gets the REPLICATION attribute its replication slot needs.
+	// RelayMode is the orders relays' RELAY_MODE: with wal, the relays'
+	// role gets the REPLICATION attribute its replication slot needs; with
+	// poll it loses it (migrate.SetRelayMode).
 	RelayMode string `env:"RELAY_MODE" envDefault:"poll"`
 }
 
@@ -44,10 +45,16 @@ func runMigrate(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	roles, err := loadRolesConfig()
+	if err != nil {
+		return err
+	}
+	// The owners run the migrations; the processes connect as the runtime
+	// roles.
 	dbs := []migrate.Database{
-		{Name: "orders", Role: "orders", Password: cfg.OrdersDBPassword, Replication: cfg.RelayMode == "wal"},
-		{Name: "ledger", Role: "ledger", Password: cfg.LedgerDBPassword},
-		{Name: "notifications", Role: "notifications", Password: cfg.NotificationsPassword},
+		{Name: "orders", Role: "orders", Password: cfg.OrdersDBPassword, Runtime: roles.runtimeRoles("orders")},
+		{Name: "ledger", Role: "ledger", Password: cfg.LedgerDBPassword, Runtime: roles.runtimeRoles("ledger")},
+		{Name: "notifications", Role: "notifications", Password: cfg.NotificationsPassword, Runtime: roles.runtimeRoles("notifications")},
 	}
 	if err := migrate.Bootstrap(ctx, cfg.AdminDatabaseURL, dbs); err != nil {
 		return err
@@ -61,11 +68,10 @@ func runMigrate(ctx context.Context, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		note := ""
-		if db.Replication {
-			note = ", REPLICATION"
+		fmt.Fprintf(out, "migrated %s to version %d (owner %s)\n", db.Name, version, db.Role)
+		if err := grantRuntimeRoles(ctx, out, cfg.AdminDatabaseURL, dbURL, db, cfg.RelayMode, roles); err != nil {
+			return err
 		}
-		fmt.Fprintf(out, "migrated %s to version %d (role %s%s)\n", db.Name, version, db.Role, note)
 	}
 	return nil
 }

@@ -1,9 +1,12 @@
 // Package migrate creates paylab's databases and their roles and applies the
 // versioned migrations in db/migrations (goose, embedded in the binary).
 //
-// Each service owns one database through its own least-privilege role: the
-// role can log in and owns its database, nothing more (no superuser, no
-// CREATEDB, no CREATEROLE), and other roles cannot connect to it.
+// Each service's database is owned by its own role, the migration owner:
+// it can log in and owns its database, nothing more (no superuser, no
+// CREATEDB, no CREATEROLE), and runs the migrations (DDL). The processes
+// connect as runtime roles (roles.go): one per process kind, DML on the
+// tables it uses and nothing else, with statement and idle-in-transaction
+// timeouts. Other roles cannot connect to the database.
 package migrate
 
 import (
@@ -21,24 +24,36 @@ import (
 	"github.com/paylab/paylab/db/migrations"
 )
 
-// Database is one service database and the role that owns it.
+// Database is one service database, the role that owns it and runs its
+// migrations, and the runtime roles its processes connect as.
 type Database struct {
 	Name     string // database name, also the folder of its migrations
-	Role     string
+	Role     string // the owner
 	Password string
+	// Runtime are the runtime roles of the database's processes
+	// (RuntimeRoles), with their passwords: Bootstrap creates them and
+	// sets their timeouts; Grant gives them their tables once migrated.
+	Runtime []Role
 	// Replication grants the role the REPLICATION attribute, which the
 	// orders relay's WAL mode needs (RELAY_MODE=wal) to stream a logical
 	// replication slot. Bootstrap only grants it; it never takes it back.
+	// paylab's relays connect as the runtime role OrdersRelay instead, which
+	// SetRelayMode gives REPLICATION in WAL mode only.
 	Replication bool
 }
 
 // Defaults returns the three paylab databases with development credentials:
-// the role is named after the database and the password equals the name.
-// Deployments set their own passwords (see cmd/paylab migrate).
+// each role — the owner, named after the database, and the runtime roles —
+// has its name as its password. Deployments set their own passwords (see
+// cmd/paylab init).
 func Defaults() []Database {
 	dbs := make([]Database, 0, len(migrations.Databases))
 	for _, name := range migrations.Databases {
-		dbs = append(dbs, Database{Name: name, Role: name, Password: name})
+		db := Database{Name: name, Role: name, Password: name}
+		for _, r := range RuntimeRoles(name) {
+			db.Runtime = append(db.Runtime, Role{Name: r, Password: r})
+		}
+		dbs = append(dbs, db)
 	}
 	return dbs
 }
@@ -47,8 +62,9 @@ func Defaults() []Database {
 // transactional, so "create if missing" needs a lock to be race-free).
 const bootstrapLock = 0x7061796c6162 // "paylab"
 
-// Bootstrap creates each role and database that does not exist yet, and sets
-// the role's password, granting REPLICATION where Database.Replication asks
+// Bootstrap creates each role (owner and runtime roles) and database that
+// does not exist yet, and sets the roles' passwords and the runtime roles'
+// timeouts, granting the owner REPLICATION where Database.Replication asks
 // for it. It connects with adminURL, a role allowed to create
 // roles and databases. It is idempotent.
 func Bootstrap(ctx context.Context, adminURL string, dbs []Database) (err error) {
@@ -77,6 +93,11 @@ func Bootstrap(ctx context.Context, adminURL string, dbs []Database) (err error)
 		}
 		if err := EnsureDatabase(ctx, conn, db.Name, db.Role, ""); err != nil {
 			return err
+		}
+		for _, r := range db.Runtime {
+			if err := ensureRuntimeRole(ctx, conn, r); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
