@@ -19,7 +19,7 @@ import (
 // returned; see ProducerConfig).
 func NewRelay(pool *pgxpool.Pool, producer sarama.AsyncProducer, log *slog.Logger) (*outbox.Relay, *outbox.KafkaPublisher, error) {
 	pub := outbox.NewKafkaPublisher(producer, "/shop/carts")
-	cfg := OutboxConfig()
+	cfg := OutboxConfig().RelayConfig()
 	cfg.Logger = log
 	relay, err := outbox.NewRelay(pool, pub, cfg)
 	if err != nil {

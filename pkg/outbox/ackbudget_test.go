@@ -62,7 +62,7 @@ func TestSlowAcksRenewTheLeaseInsteadOfRepublishing(t *testing.T) {
 			enqueue(t, ctx, pool, batch...)
 
 			regA := prometheus.NewRegistry()
-			a, err := outbox.NewRelay(pool, lateAcks(newKafkaPublisher(t, testenv.Brokers()), delay), outbox.Config{
+			a, err := outbox.NewRelay(pool, lateAcks(newKafkaPublisher(t, testenv.Brokers()), delay), outbox.RelayConfig{
 				ID: "A", LeaseTTL: ttl, MaxPublishWait: tc.maxPublishWait, RetryBackoff: 100 * time.Millisecond,
 				Registerer: regA, Logger: testLogger(t),
 			})
@@ -82,7 +82,7 @@ func TestSlowAcksRenewTheLeaseInsteadOfRepublishing(t *testing.T) {
 			})
 			// B polls all along, ready to take over any lease that runs out.
 			regB := prometheus.NewRegistry()
-			startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
+			startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{
 				ID: "B", LeaseTTL: ttl, PollInterval: 50 * time.Millisecond, Registerer: regB, Logger: testLogger(t),
 			})
 			resA := <-aDone

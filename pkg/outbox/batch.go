@@ -92,7 +92,7 @@ func (r *Relay) publish(ctx context.Context, b *batch) {
 	start := time.Now()
 	verdict := make(chan []error, 1)
 	go func() { verdict <- r.pub.Publish(pctx, events) }()
-	renew := time.NewTicker(r.cfg.PublishTimeout())
+	renew := time.NewTicker(r.cfg.publishTimeout())
 	defer renew.Stop()
 	var pubErrs []error
 wait:
@@ -154,7 +154,7 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, time.Durat
 		BackoffSeconds:    r.cfg.RetryBackoff.Seconds(),
 		MaxBackoffSeconds: r.cfg.RetryMaxBackoff.Seconds(),
 		MaxAttempts:       int32(max(r.cfg.MaxAttempts, 0)),
-		Fenced:            !r.cfg.UnfencedComplete,
+		Fenced:            !r.cfg.Unsafe.UnfencedComplete,
 	}
 	var pause time.Duration
 	switch {

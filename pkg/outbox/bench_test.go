@@ -41,7 +41,7 @@ func BenchmarkClaimBatch(b *testing.B) {
 			pool, _ := testenv.NewPool(b, "orders")
 			ctx := context.Background()
 			acked := outbox.PublisherFunc(func(context.Context, []outbox.Event) []error { return nil })
-			r, err := outbox.NewRelay(pool, acked, outbox.Config{BatchSize: batch, Hooks: outbox.Hooks{
+			r, err := outbox.NewRelay(pool, acked, outbox.RelayConfig{BatchSize: batch, Hooks: outbox.Hooks{
 				AfterLease: func(context.Context) error { b.StopTimer(); return nil },
 			}})
 			if err != nil {

@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Config configures the outbox: the table, its notification channel and
-// metric names (shared by NewWriter and NewRelay, so both must get the same
-// values), and the relay's tuning. The zero value is usable: every zero field
-// takes the default documented on it.
+// Config names an outbox: its table and what derives from it. NewWriter,
+// NewNotifier and Migrate take it; the relays' configurations (RelayConfig,
+// WALConfig) repeat its names, which must be the same. The zero value is
+// usable: every zero field takes the default documented on it.
 type Config struct {
 	// Table is the outbox table, created by Migrations/Migrate for this
 	// name; the names of its indexes derive from it. A lower-case SQL
@@ -40,6 +40,28 @@ type Config struct {
 	// MetricPrefix starts the name of every relay metric, e.g.
 	// <prefix>_pending. Default "paylab_outbox" for the default table, the
 	// table's name otherwise.
+	MetricPrefix string
+}
+
+// RelayConfig returns a polling relay's configuration for this outbox: its
+// names set, every other field zero (its default).
+func (c Config) RelayConfig() RelayConfig {
+	return RelayConfig{Table: c.Table, Channel: c.Channel, MetricPrefix: c.MetricPrefix}
+}
+
+// WALConfig returns a WAL relay's configuration for this outbox: its names
+// set, every other field zero (its default).
+func (c Config) WALConfig() WALConfig {
+	return WALConfig{Table: c.Table, Channel: c.Channel, MetricPrefix: c.MetricPrefix}
+}
+
+// RelayConfig configures the polling relay (NewRelay). The zero value is
+// usable: every zero field takes the default documented on it.
+type RelayConfig struct {
+	// Table, Channel and MetricPrefix are the outbox's names, as in Config:
+	// give the relay the same ones as the Writer.
+	Table        string
+	Channel      string
 	MetricPrefix string
 	// ID names this relay in lease_owner; it must differ between relays
 	// running at the same time, and Run refuses one that a running relay
@@ -69,13 +91,6 @@ type Config struct {
 	// keep sessions, not only transactions.) Default false: notifications
 	// wake the relay as soon as an event commits.
 	PollOnly bool
-	// UnfencedComplete records a batch's outcome whoever holds its rows'
-	// leases now. Never set it: it exists to show what the owner check
-	// prevents. A relay stalled past its lease (a GC pause, SIGSTOP, a
-	// frozen VM) wakes up and, unfenced, records rows another relay has
-	// since leased and not yet published; fenced (the default), its record
-	// of those rows is refused and counted in lease_lost_total.
-	UnfencedComplete bool
 	// RetryBackoff is the first delay before an event that failed to publish
 	// is retried; it doubles with every attempt, with jitter (×0.5–1.0), up
 	// to RetryMaxBackoff. Defaults 1s and 1m.
@@ -112,24 +127,108 @@ type Config struct {
 	// Hooks are called at the relay's step boundaries, for fault injection
 	// and tests. Default: none.
 	Hooks Hooks
+	// Unsafe holds switches that break a guarantee, to show what it
+	// protects. Leave it zero.
+	Unsafe Unsafe
+}
 
-	// Slot is the logical replication slot the WAL relay (NewWALRelay) reads.
-	// Slots belong to the whole PostgreSQL server, not to one database: two
-	// databases on one server with the same table name need different
-	// slots. A lower-case name of letters, digits and underscores, at most
-	// 63 characters. Default: the table's name + "_wal_relay".
+// Unsafe switches break a guarantee of the relay. They exist for
+// demonstrations and fault tests; production code leaves them unset.
+type Unsafe struct {
+	// UnfencedComplete records a batch's outcome whoever holds its rows'
+	// leases now. A relay stalled past its lease (a GC pause, SIGSTOP, a
+	// frozen VM) wakes up and, unfenced, records rows another relay has
+	// since leased and not yet published; fenced (the default), its record
+	// of those rows is refused and counted in lease_lost_total.
+	UnfencedComplete bool
+}
+
+// WALConfig configures the WAL relay (NewWALRelay), SetupWAL and DropWAL.
+// The zero value is usable: every zero field takes the default documented
+// on it. The fields it shares with RelayConfig mean the same there, except
+// where said.
+type WALConfig struct {
+	// Table, Channel and MetricPrefix are the outbox's names, as in Config:
+	// give the relay the same ones as the Writer.
+	Table        string
+	Channel      string
+	MetricPrefix string
+	// ID names this relay in the reader lease; as RelayConfig.ID.
+	ID string
+	// Slot is the logical replication slot the relay reads. Slots belong
+	// to the whole PostgreSQL server, not to one database: two databases
+	// on one server with the same table name need different slots. A
+	// lower-case name of letters, digits and underscores, at most 63
+	// characters. Default: the table's name + "_wal_relay".
 	Slot string
-	// Publication is the publication (of the table's INSERTs only) the WAL
-	// relay's slot decodes. Default: the table's name + "_wal".
+	// Publication is the publication (of the table's INSERTs only) the
+	// slot decodes. Default: the table's name + "_wal".
 	Publication string
-	// WALKeepDispatched makes the WAL relay keep the events it published,
-	// with dispatched_at set (and deleted after Retention), as the polling
-	// relay does. Default false: it deletes them, one DELETE per batch. The
+	// KeepDispatched makes the relay keep the events it published, with
+	// dispatched_at set (and deleted after Retention), as the polling relay
+	// does. Default false: it deletes them, one DELETE per batch. The
 	// stream already carried each event, so the row has served its purpose;
 	// the UPDATE that marks it writes a new row version, its index entries
 	// and their WAL (which the slot then decodes too), and more than doubles
 	// PostgreSQL's CPU per event. Parked events are kept either way.
-	WALKeepDispatched bool
+	KeepDispatched bool
+	// BatchSize is how many streamed events one publish round holds.
+	// Default DefaultWALBatchSize.
+	BatchSize int
+	// LeaseTTL is how long the reader lease lasts without renewal: a
+	// standby takes over that long after the reader died. Default 30s.
+	LeaseTTL time.Duration
+	// MaxPublishWait, PollInterval (how often a standby tries the lease,
+	// and the fallback's pace), RetryBackoff, RetryMaxBackoff,
+	// OutageMaxBackoff, MaxAttempts, Retention (of parked and, with
+	// KeepDispatched, dispatched events), RetentionInterval,
+	// RetentionBatch, StatsInterval, Logger, Registerer and Hooks: as in
+	// RelayConfig.
+	MaxPublishWait    time.Duration
+	PollInterval      time.Duration
+	RetryBackoff      time.Duration
+	RetryMaxBackoff   time.Duration
+	OutageMaxBackoff  time.Duration
+	MaxAttempts       int
+	Retention         time.Duration
+	RetentionInterval time.Duration
+	RetentionBatch    int
+	StatsInterval     time.Duration
+	Logger            *slog.Logger
+	Registerer        prometheus.Registerer
+	Hooks             Hooks
+}
+
+// settings are what the two relays share, after defaults.
+type settings struct {
+	ID                string
+	BatchSize         int
+	LeaseTTL          time.Duration
+	MaxPublishWait    time.Duration
+	PollInterval      time.Duration
+	RetryBackoff      time.Duration
+	RetryMaxBackoff   time.Duration
+	OutageMaxBackoff  time.Duration
+	MaxAttempts       int
+	Retention         time.Duration
+	RetentionInterval time.Duration
+	RetentionBatch    int
+	StatsInterval     time.Duration
+	Logger            *slog.Logger
+	Registerer        prometheus.Registerer
+	Hooks             Hooks
+}
+
+// relayConfig is what a relay runs with, after defaults: RelayConfig or
+// WALConfig flattened, the other relay's fields left zero.
+type relayConfig struct {
+	Config
+	settings
+	PollOnly       bool
+	Unsafe         Unsafe
+	Slot           string
+	Publication    string
+	KeepDispatched bool
 }
 
 // Defaults.
@@ -150,47 +249,8 @@ const (
 	DefaultStatsInterval     = 5 * time.Second
 )
 
-// withDefaults returns c with its zero fields set to the defaults.
-func (c Config) withDefaults() Config {
-	c.withNames()
-	if c.ID == "" {
-		host, _ := os.Hostname()
-		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	set := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	set(&c.LeaseTTL, DefaultLeaseTTL)
-	set(&c.MaxPublishWait, 4*c.LeaseTTL)
-	set(&c.PollInterval, DefaultPollInterval)
-	set(&c.RetryBackoff, DefaultRetryBackoff)
-	set(&c.RetryMaxBackoff, DefaultRetryMaxBackoff)
-	set(&c.OutageMaxBackoff, DefaultOutageMaxBackoff)
-	set(&c.Retention, DefaultRetention)
-	set(&c.RetentionInterval, DefaultRetentionInterval)
-	set(&c.StatsInterval, DefaultStatsInterval)
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.RetentionBatch == 0 {
-		c.RetentionBatch = DefaultRetentionBatch
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
-	return c
-}
-
 // withNames sets the zero names (table, channel, metric prefix) to their
-// defaults; the other fields are left as they are.
+// defaults.
 func (c *Config) withNames() {
 	if c.Table == "" {
 		c.Table = DefaultTable
@@ -207,23 +267,88 @@ func (c *Config) withNames() {
 			c.MetricPrefix = c.Table
 		}
 	}
-	if c.Slot == "" {
-		c.Slot = c.Table + "_wal_relay"
-	}
-	if c.Publication == "" {
-		c.Publication = c.Table + "_wal"
-	}
 }
 
-// walName is what Config.Slot and Config.Publication accept.
+// withDefaults returns s with its zero fields set to the defaults, with
+// batch as the default batch size.
+func (s settings) withDefaults(batch int) settings {
+	if s.ID == "" {
+		host, _ := os.Hostname()
+		s.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	set := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set(&s.LeaseTTL, DefaultLeaseTTL)
+	set(&s.MaxPublishWait, 4*s.LeaseTTL)
+	set(&s.PollInterval, DefaultPollInterval)
+	set(&s.RetryBackoff, DefaultRetryBackoff)
+	set(&s.RetryMaxBackoff, DefaultRetryMaxBackoff)
+	set(&s.OutageMaxBackoff, DefaultOutageMaxBackoff)
+	set(&s.Retention, DefaultRetention)
+	set(&s.RetentionInterval, DefaultRetentionInterval)
+	set(&s.StatsInterval, DefaultStatsInterval)
+	if s.BatchSize == 0 {
+		s.BatchSize = batch
+	}
+	if s.MaxAttempts == 0 {
+		s.MaxAttempts = DefaultMaxAttempts
+	}
+	if s.RetentionBatch == 0 {
+		s.RetentionBatch = DefaultRetentionBatch
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.Registerer == nil {
+		s.Registerer = prometheus.NewRegistry()
+	}
+	return s
+}
+
+// relay is the polling relay's configuration after defaults.
+func (c RelayConfig) relay() relayConfig {
+	names := Config{Table: c.Table, Channel: c.Channel, MetricPrefix: c.MetricPrefix}
+	names.withNames()
+	return relayConfig{Config: names, PollOnly: c.PollOnly, Unsafe: c.Unsafe, settings: settings{
+		ID: c.ID, BatchSize: c.BatchSize, LeaseTTL: c.LeaseTTL, MaxPublishWait: c.MaxPublishWait,
+		PollInterval: c.PollInterval, RetryBackoff: c.RetryBackoff, RetryMaxBackoff: c.RetryMaxBackoff,
+		OutageMaxBackoff: c.OutageMaxBackoff, MaxAttempts: c.MaxAttempts, Retention: c.Retention,
+		RetentionInterval: c.RetentionInterval, RetentionBatch: c.RetentionBatch,
+		StatsInterval: c.StatsInterval, Logger: c.Logger, Registerer: c.Registerer, Hooks: c.Hooks,
+	}.withDefaults(DefaultBatchSize)}
+}
+
+// relay is the WAL relay's configuration after defaults.
+func (c WALConfig) relay() relayConfig {
+	names := Config{Table: c.Table, Channel: c.Channel, MetricPrefix: c.MetricPrefix}
+	names.withNames()
+	if c.Slot == "" {
+		c.Slot = names.Table + "_wal_relay"
+	}
+	if c.Publication == "" {
+		c.Publication = names.Table + "_wal"
+	}
+	return relayConfig{Config: names, Slot: c.Slot, Publication: c.Publication, KeepDispatched: c.KeepDispatched, settings: settings{
+		ID: c.ID, BatchSize: c.BatchSize, LeaseTTL: c.LeaseTTL, MaxPublishWait: c.MaxPublishWait,
+		PollInterval: c.PollInterval, RetryBackoff: c.RetryBackoff, RetryMaxBackoff: c.RetryMaxBackoff,
+		OutageMaxBackoff: c.OutageMaxBackoff, MaxAttempts: c.MaxAttempts, Retention: c.Retention,
+		RetentionInterval: c.RetentionInterval, RetentionBatch: c.RetentionBatch,
+		StatsInterval: c.StatsInterval, Logger: c.Logger, Registerer: c.Registerer, Hooks: c.Hooks,
+	}.withDefaults(DefaultWALBatchSize)}
+}
+
+// walName is what WALConfig.Slot and WALConfig.Publication accept.
 var walName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
 // metricPrefix is what Config.MetricPrefix accepts.
 var metricPrefix = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
 
-// Validate reports the settings that cannot work, after defaults.
+// Validate reports every name that cannot work, after defaults.
 func (c Config) Validate() error {
-	c = c.withDefaults()
+	c.withNames()
 	var errs []error
 	if err := validateTable(c.Table); err != nil {
 		errs = append(errs, err)
@@ -234,19 +359,33 @@ func (c Config) Validate() error {
 	if !metricPrefix.MatchString(c.MetricPrefix) {
 		errs = append(errs, fmt.Errorf("metric prefix %q is not a Prometheus metric name", c.MetricPrefix))
 	}
+	return errors.Join(errs...)
+}
+
+// Validate reports every setting that cannot work, after defaults.
+func (c RelayConfig) Validate() error { return c.relay().validate() }
+
+// Validate reports every setting that cannot work, after defaults.
+func (c WALConfig) Validate() error { return c.relay().validate() }
+
+// validate reports every setting of c (after defaults) that cannot work.
+func (c relayConfig) validate() error {
+	errs := []error{c.Config.Validate()}
 	if c.BatchSize < 1 || c.BatchSize > 10000 {
 		errs = append(errs, fmt.Errorf("batch size %d is not in [1, 10000]", c.BatchSize))
 	}
 	if c.LeaseTTL < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("lease TTL %v is shorter than 100ms", c.LeaseTTL))
 	}
-	for name, d := range map[string]time.Duration{
-		"poll interval": c.PollInterval, "retry backoff": c.RetryBackoff, "retry max backoff": c.RetryMaxBackoff,
-		"outage max backoff": c.OutageMaxBackoff,
-		"retention interval": c.RetentionInterval, "stats interval": c.StatsInterval,
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"poll interval", c.PollInterval}, {"retry backoff", c.RetryBackoff}, {"retry max backoff", c.RetryMaxBackoff},
+		{"outage max backoff", c.OutageMaxBackoff}, {"retention interval", c.RetentionInterval}, {"stats interval", c.StatsInterval},
 	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s %v is negative", name, d))
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %v is negative", d.name, d.v))
 		}
 	}
 	if c.MaxPublishWait < c.LeaseTTL/2 {
@@ -258,14 +397,16 @@ func (c Config) Validate() error {
 	if c.RetentionBatch < 1 {
 		errs = append(errs, fmt.Errorf("retention batch %d is not positive", c.RetentionBatch))
 	}
-	if !walName.MatchString(c.Slot) {
-		errs = append(errs, fmt.Errorf("slot %q is not a name of at most 63 lower-case letters, digits and underscores", c.Slot))
-	}
-	if !walName.MatchString(c.Publication) {
-		errs = append(errs, fmt.Errorf("publication %q is not a name of at most 63 lower-case letters, digits and underscores", c.Publication))
-	}
 	if len(c.ID) > 200 {
 		errs = append(errs, errors.New("relay ID is longer than 200 characters"))
+	}
+	if c.Slot != "" || c.Publication != "" { // a WAL relay's
+		if !walName.MatchString(c.Slot) {
+			errs = append(errs, fmt.Errorf("slot %q is not a name of at most 63 lower-case letters, digits and underscores", c.Slot))
+		}
+		if !walName.MatchString(c.Publication) {
+			errs = append(errs, fmt.Errorf("publication %q is not a name of at most 63 lower-case letters, digits and underscores", c.Publication))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -274,7 +415,9 @@ func (c Config) Validate() error {
 // batch is normally acknowledged and marked well before its lease can expire
 // and another relay take the same events. A batch still waiting for
 // acknowledgements then has its lease renewed (see MaxPublishWait).
-func (c Config) PublishTimeout() time.Duration { return c.withDefaults().LeaseTTL / 2 }
+func (c RelayConfig) PublishTimeout() time.Duration { return c.relay().publishTimeout() }
+
+func (s settings) publishTimeout() time.Duration { return s.LeaseTTL / 2 }
 
 // Hooks are optional functions called at the relay's step boundaries. One
 // that returns an error fails the batch there; one that exits the process is

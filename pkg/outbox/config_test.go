@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,21 +16,31 @@ import (
 
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
-	if err := (Config{}).Validate(); err != nil {
-		t.Fatalf("zero Config: %v", err)
+	for _, v := range []interface{ Validate() error }{Config{}, RelayConfig{}, WALConfig{}} {
+		if err := v.Validate(); err != nil {
+			t.Fatalf("zero %T: %v", v, err)
+		}
 	}
 	tests := []struct {
 		name string
-		cfg  Config
+		cfg  interface{ Validate() error }
 	}{
-		{"batch too large", Config{BatchSize: 20000}},
-		{"negative batch", Config{BatchSize: -1}},
-		{"lease too short", Config{LeaseTTL: time.Millisecond}},
-		{"negative poll", Config{PollInterval: -time.Second}},
-		{"max backoff below backoff", Config{RetryBackoff: time.Minute, RetryMaxBackoff: time.Second}},
-		{"negative retention batch", Config{RetentionBatch: -5}},
-		{"negative outage max backoff", Config{OutageMaxBackoff: -time.Second}},
-		{"max publish wait below the ack budget", Config{LeaseTTL: 10 * time.Second, MaxPublishWait: time.Second}},
+		{"bad table", Config{Table: "Shop Outbox"}},
+		{"bad metric prefix", Config{MetricPrefix: "shop-outbox"}},
+		{"batch too large", RelayConfig{BatchSize: 20000}},
+		{"negative batch", RelayConfig{BatchSize: -1}},
+		{"lease too short", RelayConfig{LeaseTTL: time.Millisecond}},
+		{"negative poll", RelayConfig{PollInterval: -time.Second}},
+		{"max backoff below backoff", RelayConfig{RetryBackoff: time.Minute, RetryMaxBackoff: time.Second}},
+		{"negative retention batch", RelayConfig{RetentionBatch: -5}},
+		{"negative outage max backoff", RelayConfig{OutageMaxBackoff: -time.Second}},
+		{"max publish wait below the ack budget", RelayConfig{LeaseTTL: 10 * time.Second, MaxPublishWait: time.Second}},
+		{"relay table", RelayConfig{Table: "1outbox"}},
+		{"WAL batch too large", WALConfig{BatchSize: 20000}},
+		{"WAL lease too short", WALConfig{LeaseTTL: time.Millisecond}},
+		{"bad slot", WALConfig{Slot: "Outbox-Slot"}},
+		{"bad publication", WALConfig{Publication: "outbox wal"}},
+		{"WAL table", WALConfig{Table: "1outbox"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,11 +49,27 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	if got := (Config{LeaseTTL: 10 * time.Second}).PublishTimeout(); got != 5*time.Second {
+	// Every problem is reported, not the first.
+	err := RelayConfig{BatchSize: -1, LeaseTTL: time.Millisecond, Table: "1outbox"}.Validate()
+	for _, want := range []string{"batch size", "lease TTL", "1outbox"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to mention %q", err, want)
+		}
+	}
+	if got := (RelayConfig{LeaseTTL: 10 * time.Second}).PublishTimeout(); got != 5*time.Second {
 		t.Fatalf("PublishTimeout = %v, want half the TTL", got)
 	}
-	if got := (Config{LeaseTTL: 10 * time.Second}).withDefaults().MaxPublishWait; got != 40*time.Second {
+	if got := (RelayConfig{LeaseTTL: 10 * time.Second}).relay().MaxPublishWait; got != 40*time.Second {
 		t.Fatalf("default MaxPublishWait = %v, want four lease TTLs", got)
+	}
+	// Each relay has its own default batch size; the WAL relay's names
+	// derive from the table.
+	if got := (RelayConfig{}).relay().BatchSize; got != DefaultBatchSize {
+		t.Errorf("polling relay batch size %d, want %d", got, DefaultBatchSize)
+	}
+	w := WALConfig{Table: "shop_outbox"}.relay()
+	if w.BatchSize != DefaultWALBatchSize || w.Slot != "shop_outbox_wal_relay" || w.Publication != "shop_outbox_wal" {
+		t.Errorf("WAL relay defaults: batch %d, slot %q, publication %q", w.BatchSize, w.Slot, w.Publication)
 	}
 }
 
@@ -71,7 +98,7 @@ func TestClassifyPublishErrors(t *testing.T) {
 // acknowledged event; the gauge follows.
 func TestOutageBackoff(t *testing.T) {
 	t.Parallel()
-	r, err := NewRelay(nil, nil, Config{RetryBackoff: time.Second, OutageMaxBackoff: 5 * time.Second})
+	r, err := NewRelay(nil, nil, RelayConfig{RetryBackoff: time.Second, OutageMaxBackoff: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,19 +22,18 @@ type relayCore struct {
 	pool    *pgxpool.Pool
 	queries *outboxdb.Queries
 	pub     Publisher
-	cfg     Config
+	cfg     relayConfig
 	log     *slog.Logger
 	metrics *metrics
 	outage  outage
 }
 
-// newCore validates cfg, applies its defaults and registers the shared
-// metrics. log is the relay's logger, named after it.
-func newCore(pool *pgxpool.Pool, pub Publisher, cfg Config, log func(Config) *slog.Logger) (*relayCore, error) {
-	if err := cfg.Validate(); err != nil {
+// newCore validates cfg (with its defaults applied) and registers the
+// shared metrics. log is the relay's logger, named after it.
+func newCore(pool *pgxpool.Pool, pub Publisher, cfg relayConfig, log func(relayConfig) *slog.Logger) (*relayCore, error) {
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("outbox: invalid relay config: %w", err)
 	}
-	cfg = cfg.withDefaults()
 	m, err := newMetrics(cfg.Registerer, cfg.MetricPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: registering relay metrics: %w", err)

@@ -17,8 +17,9 @@
 // (migrations/*.sql, embedded): Migrations(table) returns them rendered for
 // a table name, in version order, for the caller's own migration tool, and
 // Migrate(ctx, pool, cfg) applies them for callers without one. Config.Table
-// names the table (default "outbox"; index names derive from it), and the
-// same Config given to NewWriter and NewRelay makes both use it. The
+// names the table (default "outbox"; index names derive from it); give the
+// same Config to NewWriter and Migrate, and its names to the relay
+// (Config.RelayConfig, Config.WALConfig). The
 // LISTEN/NOTIFY channel (Config.Channel) and the metric names
 // (Config.MetricPrefix) default to "paylab_outbox" for the default table and
 // to the table's name otherwise. paylab's orders database applies these
@@ -40,7 +41,7 @@
 //
 // # The relay
 //
-// NewRelay(pool, publisher, Config{}) and Run(ctx). Any number of relays may
+// NewRelay(pool, publisher, RelayConfig{}) and Run(ctx). Any number of relays may
 // run against one table, in one process or many. Each batch costs two
 // statements:
 //
@@ -164,20 +165,20 @@
 //
 // # The WAL relay
 //
-// NewWALRelay(pool, replURL, publisher, Config{}) and Run(ctx), with the
+// NewWALRelay(pool, replURL, publisher, WALConfig{}) and Run(ctx), with the
 // same Run semantics as the polling relay (blocks until ctx ends, finishes
 // the batch in flight, returns nil; errors are logged, counted, retried).
 // Instead of claiming rows it reads the table's committed inserts from the
 // write-ahead log through a logical replication slot (pgoutput, binary
 // tuples): no claim statement, and one DELETE of the acknowledged rows per
-// batch (with Config.WALKeepDispatched, one UPDATE … SET dispatched_at
+// batch (with WALConfig.KeepDispatched, one UPDATE … SET dispatched_at
 // instead, so retention and everything that reads dispatched_at work as
 // with the polling relay). Requirements: wal_level=logical;
 // a role with the REPLICATION attribute that owns the table (the
 // publication). Run calls SetupWAL(ctx, pool, cfg) (idempotent; it may be
 // called on its own too) once no polling relay runs against the table, to
-// create the publication Config.Publication (INSERTs only), the slot
-// Config.Slot (unique per server: slots are server-wide) and the slot's row
+// create the publication WALConfig.Publication (INSERTs only), the slot
+// WALConfig.Slot (unique per server: slots are server-wide) and the slot's row
 // in <table>_wal_readers. A slot that nobody reads keeps the server's WAL
 // from its position on: a polling relay drops it when it starts (Running
 // modes, below), and DropWAL drops it and the publication.
@@ -213,7 +214,7 @@
 // on a connection of its own (application_name paylab-outbox-guard), in the
 // two-key form, apart from the one-key locks such as SetupWAL's:
 //
-//	relay ID  (hashtext('paylab_outbox_relay_id:<table>'), hashtext('<Config.ID>'))  exclusive
+//	relay ID  (hashtext('paylab_outbox_relay_id:<table>'), hashtext('<ID>'))  exclusive
 //	mode      (hashtext('paylab_outbox_mode:<table>'), hashtext('poll' | 'wal'))     shared by the running relays of the mode
 //
 // pg_locks lists them: which relays run, in which mode. A relay started with
@@ -231,11 +232,12 @@
 // back starts the polling relays once every WAL relay is gone; a supervisor
 // that restarts failed processes starts them again until then.
 //
-// Retiring the slot. A polling relay that has taken its mode and finds the
-// slot Config.Slot in its database drops it and the publication
-// Config.Publication, and logs it: no WAL relay runs, and nothing would
-// read the slot again before a WAL relay recreates it with a hand-over.
-// Give both modes the same Slot. Dropping takes the REPLICATION attribute
+// Retiring the slot. A polling relay that has taken its mode drops the
+// slots WAL relays streamed the table from (those named in
+// <table>_wal_readers) that exist in its database, and logs it: no WAL
+// relay runs, and nothing would read them again before a WAL relay
+// recreates one with a hand-over. The publication stays (without a slot it
+// costs nothing). Dropping takes the REPLICATION attribute
 // (the WAL relays' role has it); should it fail, the relay logs the error
 // and polls all the same. DropWAL retires the slot without starting a
 // relay.
@@ -323,7 +325,7 @@
 //
 // # Metrics
 //
-// Registered on Config.Registerer, named Config.MetricPrefix + "_…"
+// Registered on the relay's Registerer, named MetricPrefix + "_…"
 // (below with the default prefix):
 //
 //	paylab_outbox_pending                       gauge      undispatched, unparked events
@@ -363,7 +365,7 @@
 //
 // # Fault points
 //
-// Config.Hooks run at relay.after_lease (a batch leased, not published: a
+// The relay's Hooks run at relay.after_lease (a batch leased, not published: a
 // crash leaves leases held by a dead relay) and
 // relay.after_publish_before_mark (acknowledged, not marked: a crash puts
 // duplicates on the wire). The orders relay process attaches paylab's chaos

@@ -37,9 +37,8 @@ type Writer struct {
 	sql     *sync.Map
 }
 
-// NewWriter returns a Writer for cfg's Table and Channel (the relay's
-// fields of cfg are not used). cfg must name the same table and channel as
-// the relays' Config.
+// NewWriter returns a Writer for cfg's Table and Channel. The relays must be
+// configured with the same names.
 func NewWriter(cfg Config) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("outbox: invalid config: %w", err)

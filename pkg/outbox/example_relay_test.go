@@ -40,7 +40,7 @@ func ExampleNewRelay() {
 	publisher := outbox.NewKafkaPublisher(producer, "/paylab/orders")
 	defer publisher.Close()
 
-	relay, err := outbox.NewRelay(pool, publisher, outbox.Config{
+	relay, err := outbox.NewRelay(pool, publisher, outbox.RelayConfig{
 		LeaseTTL:   30 * time.Second, // a dead relay's events are taken over after this
 		Logger:     log,
 		Registerer: prometheus.DefaultRegisterer,

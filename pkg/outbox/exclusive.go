@@ -13,7 +13,7 @@ import (
 )
 
 // ErrRelayIDInUse is returned by Run when another running relay has the
-// same Config.ID on the same table. Lease fencing tells relays apart by
+// same ID on the same table. Lease fencing tells relays apart by
 // their IDs: two live relays with one ID could record each other's rows.
 var ErrRelayIDInUse = errors.New("outbox: the relay ID is in use by another running relay")
 
@@ -46,7 +46,7 @@ func modeLockClass(table string) string { return "paylab_outbox_mode:" + table }
 // mode on its table (doc.go, "Running modes and relay IDs").
 type exclusion struct {
 	pool *pgxpool.Pool
-	cfg  Config
+	cfg  relayConfig
 	mode string // modePoll or modeWAL
 	log  *slog.Logger
 	// notHeld, when set, is told why the relay publishes nothing: it waits
@@ -330,33 +330,36 @@ func (r *Relay) runExclusive(ctx context.Context, run func(context.Context) erro
 	return e.run(ctx, run)
 }
 
-// retireWAL drops the WAL relay's slot (Config.Slot) and publication when
-// the slot exists in this database, on the guard's connection. The polling
-// relay holds its mode, so no WAL relay runs against the table, and a slot
-// nobody reads keeps the server's WAL from its position on. A failure is
-// logged: the relay polls all the same.
+// retireWAL drops the replication slots that WAL relays streamed this
+// table from (the slots named in its reader table) and that still exist in
+// this database, on the guard's connection. The polling relay holds its
+// mode, so no WAL relay runs against the table, and a slot nobody reads
+// keeps the server's WAL from its position on. The publication stays: it
+// costs nothing without a slot (DropWAL drops both). A failure is logged:
+// the relay polls all the same.
 func (r *Relay) retireWAL(ctx context.Context, conn *pgx.Conn) {
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.LeaseTTL)
 	defer cancel()
-	var exists bool
-	err := conn.QueryRow(cctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots
-		WHERE slot_name = $1 AND database = current_database())`, r.cfg.Slot).Scan(&exists)
-	if err == nil && !exists {
-		return
-	}
+	rows, err := conn.Query(cctx, `SELECT s.slot_name FROM pg_replication_slots s
+		JOIN `+pgx.Identifier{r.cfg.Table + "_wal_readers"}.Sanitize()+` w ON w.slot = s.slot_name
+		WHERE s.database = current_database()`)
+	var slots []string
 	if err == nil {
-		r.log.WarnContext(ctx, "dropping the WAL relay's replication slot and publication: no WAL relay runs against the table, and a slot nobody reads keeps the server's WAL",
-			"slot", r.cfg.Slot, "publication", r.cfg.Publication)
+		slots, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	for _, slot := range slots {
+		if err != nil {
+			break
+		}
+		r.log.WarnContext(ctx, "dropping a WAL relay's replication slot: no WAL relay runs against the table, and a slot nobody reads keeps the server's WAL",
+			"slot", slot)
 		_, err = conn.Exec(cctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
-			WHERE slot_name = $1 AND database = current_database()`, r.cfg.Slot)
-	}
-	if err == nil {
-		_, err = conn.Exec(cctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{r.cfg.Publication}.Sanitize())
+			WHERE slot_name = $1 AND database = current_database()`, slot)
 	}
 	if err != nil && ctx.Err() == nil {
 		r.metrics.relayErrors.Inc()
-		r.log.ErrorContext(ctx, "retiring the WAL relay's slot failed; drop it as a role with REPLICATION (SELECT pg_drop_replication_slot(…))",
-			"slot", r.cfg.Slot, "error", err)
+		r.log.ErrorContext(ctx, "retiring the WAL relay's slots failed; drop them as a role with REPLICATION (SELECT pg_drop_replication_slot(…))",
+			"slots", slots, "error", err)
 	}
 }
 
@@ -378,7 +381,7 @@ func (r *WALRelay) runExclusive(ctx context.Context, run func(context.Context) e
 // every PollInterval.
 func (r *WALRelay) setup(ctx context.Context) bool {
 	for {
-		err := SetupWAL(ctx, r.pool, r.cfg)
+		err := setupWAL(ctx, r.pool, r.cfg)
 		if err == nil {
 			r.health.set(nil)
 			return true

@@ -82,7 +82,7 @@ func testTakeover(t *testing.T, point string, wantDuplicates bool) {
 	// for the database) would make it take back its own rows too, which is
 	// correct at-least-once behaviour but not what this test counts.
 	reg := prometheus.NewRegistry()
-	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
+	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{
 		ID: "survivor", BatchSize: 50, LeaseTTL: time.Minute, PollInterval: poll, Registerer: reg, Logger: testLogger(t),
 	})
 	// The events the dead relay did not hold are published at once ...
@@ -159,7 +159,7 @@ func TestPermanentFailureParksAndBlocksOnlyItsOrder(t *testing.T) {
 	enqueue(t, ctx, pool, big, next, other)
 
 	reg := prometheus.NewRegistry()
-	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
+	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{
 		PollInterval: 100 * time.Millisecond, StatsInterval: 100 * time.Millisecond, Registerer: reg,
 	})
 	state := func(e outbox.Event) (dispatched, parked bool, attempts int, lastErr string) {
@@ -243,7 +243,7 @@ func TestTransientFailuresRetryWithBackoffThenPark(t *testing.T) {
 	}}
 	enqueue(t, ctx, pool, recovers, hopeless)
 	reg := prometheus.NewRegistry()
-	relay, err := outbox.NewRelay(pool, pub, outbox.Config{
+	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{
 		RetryBackoff: 100 * time.Millisecond, RetryMaxBackoff: 400 * time.Millisecond, MaxAttempts: 4, Registerer: reg,
 	})
 	if err != nil {

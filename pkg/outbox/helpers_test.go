@@ -89,7 +89,7 @@ func newKafkaPublisher(t testing.TB, brokers []string) *outbox.KafkaPublisher {
 }
 
 // startRelay runs a relay until the test ends and returns it.
-func startRelay(t testing.TB, pool *pgxpool.Pool, pub outbox.Publisher, cfg outbox.Config) *outbox.Relay {
+func startRelay(t testing.TB, pool *pgxpool.Pool, pub outbox.Publisher, cfg outbox.RelayConfig) *outbox.Relay {
 	t.Helper()
 	r, err := outbox.NewRelay(pool, pub, cfg)
 	if err != nil {

@@ -26,11 +26,11 @@ func TestLeaseIsRespectedUntilItExpires(t *testing.T) {
 		<-release // a relay stuck mid-publish
 		return nil
 	})
-	a, err := outbox.NewRelay(pool, stalled, outbox.Config{ID: "A", LeaseTTL: time.Minute})
+	a, err := outbox.NewRelay(pool, stalled, outbox.RelayConfig{ID: "A", LeaseTTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := outbox.NewRelay(pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{ID: "B", LeaseTTL: time.Minute})
+	b, err := outbox.NewRelay(pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{ID: "B", LeaseTTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestOnlyTheOldestUndispatchedEventOfAnOrderIsClaimable(t *testing.T) {
 		<-release
 		return nil
 	})
-	a, err := outbox.NewRelay(pool, stalled, outbox.Config{ID: "A"})
+	a, err := outbox.NewRelay(pool, stalled, outbox.RelayConfig{ID: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestOnlyTheOldestUndispatchedEventOfAnOrderIsClaimable(t *testing.T) {
 	if claimed != 2 || heads != 2 {
 		t.Fatalf("A claimed %d events (%d first events), want the first events of both orders only", claimed, heads)
 	}
-	b, err := outbox.NewRelay(pool, stalled, outbox.Config{ID: "B"})
+	b, err := outbox.NewRelay(pool, stalled, outbox.RelayConfig{ID: "B"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,12 +148,12 @@ func TestAStalledRelayCannotRecordRowsAnotherRelayNowHolds(t *testing.T) {
 			}
 			releaseA, releaseB := make(chan struct{}), make(chan struct{})
 			regA := prometheus.NewRegistry()
-			a, err := outbox.NewRelay(pool, stalledUntil(releaseA), outbox.Config{
-				ID: "A", LeaseTTL: time.Minute, Registerer: regA, UnfencedComplete: tc.unfenced})
+			a, err := outbox.NewRelay(pool, stalledUntil(releaseA), outbox.RelayConfig{
+				ID: "A", LeaseTTL: time.Minute, Registerer: regA, Unsafe: outbox.Unsafe{UnfencedComplete: tc.unfenced}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := outbox.NewRelay(pool, stalledUntil(releaseB), outbox.Config{ID: "B", LeaseTTL: time.Minute})
+			b, err := outbox.NewRelay(pool, stalledUntil(releaseB), outbox.RelayConfig{ID: "B", LeaseTTL: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,7 +19,7 @@ func TestNotifyWakesTheRelayAndTheListenerReconnects(t *testing.T) {
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
 	reg := prometheus.NewRegistry()
-	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
+	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{
 		PollInterval: time.Hour, Registerer: reg, Logger: testLogger(t),
 	})
 	listeners := func() int64 {
@@ -53,7 +53,7 @@ func TestPollOnlyRelayDoesNotListen(t *testing.T) {
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
 	relayPool, counter := testenv.CountingPool(t, dbURL)
-	startRelay(t, relayPool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
+	startRelay(t, relayPool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{
 		PollOnly: true, PollInterval: 100 * time.Millisecond, Logger: testLogger(t),
 	})
 	enqueue(t, ctx, pool, event(topic, "order-1", 1))

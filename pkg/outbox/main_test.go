@@ -69,7 +69,7 @@ func runChildRelay() int {
 	batch, _ := strconv.Atoi(os.Getenv("RELAY_BATCH_SIZE"))
 	ttl, _ := time.ParseDuration(os.Getenv("RELAY_LEASE_TTL"))
 	if os.Getenv("RELAY_MODE") == "wal" {
-		relay, err := outbox.NewWALRelay(pool, os.Getenv("DATABASE_URL"), pub, outbox.Config{ID: os.Getenv("RELAY_ID"),
+		relay, err := outbox.NewWALRelay(pool, os.Getenv("DATABASE_URL"), pub, outbox.WALConfig{ID: os.Getenv("RELAY_ID"),
 			BatchSize: batch, LeaseTTL: ttl, Slot: os.Getenv("RELAY_SLOT"), PollInterval: 100 * time.Millisecond, Hooks: hooks})
 		if err != nil {
 			return fail(err)
@@ -79,7 +79,7 @@ func runChildRelay() int {
 		}
 		return 0
 	}
-	relay, err := outbox.NewRelay(pool, pub, outbox.Config{ID: os.Getenv("RELAY_ID"), BatchSize: batch, LeaseTTL: ttl,
+	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{ID: os.Getenv("RELAY_ID"), BatchSize: batch, LeaseTTL: ttl,
 		Hooks: hooks})
 	if err != nil {
 		return fail(err)

@@ -50,7 +50,7 @@ func TestMeasureDrainRate(t *testing.T) {
 				reg := prometheus.NewRegistry()
 				regs = append(regs, reg)
 				startRelay(t, relayPool, newKafkaPublisher(t, testenv.Brokers()),
-					outbox.Config{ID: fmt.Sprintf("relay-%d", i), Registerer: reg})
+					outbox.RelayConfig{ID: fmt.Sprintf("relay-%d", i), Registerer: reg})
 			}
 			deadline := time.Now().Add(10 * time.Minute)
 			for undispatched(t, ctx, pool) > 0 {
@@ -133,7 +133,7 @@ func TestMeasureCommitToKafkaLatency(t *testing.T) {
 	pool, _ := testenv.NewPool(t, "orders")
 	topic := testenv.NewTopic(t, 6)
 	ctx := longContext(t, 5*time.Minute)
-	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{})
+	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{})
 
 	consumer, err := sarama.NewConsumer(testenv.Brokers(), broker.Config("outbox-measure"))
 	if err != nil {

@@ -29,12 +29,16 @@ type Notifier struct {
 }
 
 // NewNotifier returns a Notifier that sends cfg's Channel on a connection
-// of its own to conn's database (a pool's: pool.Config().ConnConfig).
-func NewNotifier(conn *pgx.ConnConfig, cfg Config) (*Notifier, error) {
+// of its own to conn's database (a pool's: pool.Config().ConnConfig). It
+// logs a failed NOTIFY to log (nil: discarded).
+func NewNotifier(conn *pgx.ConnConfig, cfg Config, log *slog.Logger) (*Notifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("outbox: invalid config: %w", err)
 	}
-	cfg = cfg.withDefaults()
+	cfg.withNames()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if conn == nil {
 		return nil, errors.New("outbox: NewNotifier needs a connection config")
 	}
@@ -43,7 +47,7 @@ func NewNotifier(conn *pgx.ConnConfig, cfg Config) (*Notifier, error) {
 		conn.RuntimeParams = map[string]string{}
 	}
 	conn.RuntimeParams["application_name"] = "paylab-outbox-notifier"
-	return &Notifier{conn: conn, channel: cfg.Channel, log: cfg.Logger, kick: make(chan struct{}, 1)}, nil
+	return &Notifier{conn: conn, channel: cfg.Channel, log: log, kick: make(chan struct{}, 1)}, nil
 }
 
 // Notify asks for a NOTIFY to be sent after this call; it returns at once.

@@ -54,7 +54,7 @@ func TestNotifyAfterCommitLeavesTheNotificationToTheNotifier(t *testing.T) {
 		t.Fatalf("%d undispatched events, want the one enqueued", n)
 	}
 
-	n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg)
+	n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,9 +103,9 @@ func TestNotifierWakesTheRelay(t *testing.T) {
 	pool, _ := testenv.NewPool(t, "orders")
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
-	cfg := outbox.Config{NotifyAfterCommit: true, PollInterval: time.Hour, Logger: testLogger(t)}
-	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), cfg)
-	n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg)
+	cfg := outbox.Config{NotifyAfterCommit: true}
+	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{PollInterval: time.Hour, Logger: testLogger(t)})
+	n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

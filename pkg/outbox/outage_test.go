@@ -35,7 +35,7 @@ func TestKafkaOutageBacklogGrowsThenDrains(t *testing.T) {
 	_ = admin.Close()
 
 	reg := prometheus.NewRegistry()
-	startRelay(t, pool, newKafkaPublisher(t, k.Brokers()), outbox.Config{
+	startRelay(t, pool, newKafkaPublisher(t, k.Brokers()), outbox.RelayConfig{
 		LeaseTTL: 10 * time.Second, PollInterval: 200 * time.Millisecond, StatsInterval: 200 * time.Millisecond,
 		RetryBackoff: 200 * time.Millisecond, RetryMaxBackoff: 2 * time.Second, Registerer: reg, Logger: testLogger(t),
 	})
@@ -134,7 +134,7 @@ func TestBrokerOutageParksNothingAndDrainsPromptly(t *testing.T) {
 	pub := &switchable{next: newKafkaPublisher(t, testenv.Brokers())}
 	pub.down.Store(true)
 	reg := prometheus.NewRegistry()
-	startRelay(t, pool, pub, outbox.Config{
+	startRelay(t, pool, pub, outbox.RelayConfig{
 		BatchSize: orders / 2, PollInterval: 20 * time.Millisecond, StatsInterval: 50 * time.Millisecond,
 		RetryBackoff: 20 * time.Millisecond, RetryMaxBackoff: 10 * time.Second, OutageMaxBackoff: outageMax,
 		MaxAttempts: maxAttempts, Registerer: reg, Logger: testLogger(t),

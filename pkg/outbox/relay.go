@@ -19,10 +19,10 @@ type Relay struct {
 }
 
 // NewRelay returns a relay that claims events from the outbox table in pool
-// (Config.Table) and publishes them with pub. cfg's zero fields take their
+// (cfg.Table) and publishes them with pub. cfg's zero fields take their
 // defaults.
-func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
-	core, err := newCore(pool, pub, cfg, func(cfg Config) *slog.Logger { return cfg.Logger.With("relay", cfg.ID) })
+func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg RelayConfig) (*Relay, error) {
+	core, err := newCore(pool, pub, cfg.relay(), func(cfg relayConfig) *slog.Logger { return cfg.Logger.With("relay", cfg.ID) })
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
 		name := fmt.Sprintf("relay-%d", i)
-		startRelay(t, pool, rec.wrap(name, newKafkaPublisher(t, testenv.Brokers())), outbox.Config{
+		startRelay(t, pool, rec.wrap(name, newKafkaPublisher(t, testenv.Brokers())), outbox.RelayConfig{
 			ID: name, BatchSize: 200, LeaseTTL: 30 * time.Second, PollInterval: 200 * time.Millisecond,
 			Registerer: reg, Logger: testLogger(t),
 		})
@@ -145,7 +145,7 @@ func TestLateCommitIsPublishedWhereAnIDCursorSkipsIt(t *testing.T) {
 	pool, _ := testenv.NewPool(t, "orders")
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
-	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{PollInterval: 100 * time.Millisecond, Logger: testLogger(t)})
+	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{PollInterval: 100 * time.Millisecond, Logger: testLogger(t)})
 
 	// The naive reader: remembers the highest id it has read.
 	var cursor int64
@@ -231,7 +231,7 @@ func TestRetentionDeletesOnlyOldDispatchedEvents(t *testing.T) {
 	set(5, "created_at = now() - interval '3 days', parked_at = now() - interval '2 days'") // parked: kept
 	set(6, "dispatched_at = now()")                                                         // just now: kept
 
-	r, err := outbox.NewRelay(pool, nil, outbox.Config{Retention: time.Hour, RetentionBatch: 2})
+	r, err := outbox.NewRelay(pool, nil, outbox.RelayConfig{Retention: time.Hour, RetentionBatch: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestTwoStatementsPerBatch(t *testing.T) {
 	seedOrders(t, ctx, pool, topic, 2000, 1)
 	relayPool, counter := testenv.CountingPool(t, dbURL)
 	reg := prometheus.NewRegistry()
-	startRelay(t, relayPool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{
+	startRelay(t, relayPool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{
 		BatchSize: 100, Registerer: reg, Retention: -1, StatsInterval: time.Hour, Logger: testLogger(t),
 	})
 	testenv.Eventually(t, time.Minute, "the backlog drained", func() bool { return undispatched(t, ctx, pool) == 0 })

@@ -84,8 +84,9 @@ func TestCustomTable(t *testing.T) {
 		return make([]error, len(evs))
 	})
 	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
-	relay, err := outbox.NewRelay(pool, pub, cfg)
+	rcfg := cfg.RelayConfig()
+	rcfg.Registerer = reg
+	relay, err := outbox.NewRelay(pool, pub, rcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestUnorderedEvents(t *testing.T) {
 		batches = append(batches, append([]outbox.Event(nil), evs...))
 		return make([]error, len(evs))
 	})
-	relay, err := outbox.NewRelay(pool, pub, outbox.Config{})
+	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // against the baseline of building the batch's events.
 func BenchmarkTracePublish(b *testing.B) {
 	events := make([]Event, 500)
-	r := &Relay{relayCore: &relayCore{cfg: Config{ID: "bench"}}}
+	r := &Relay{relayCore: &relayCore{cfg: relayConfig{settings: settings{ID: "bench"}}}}
 	for _, bc := range []struct {
 		name  string
 		setup func() func()

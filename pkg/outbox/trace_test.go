@@ -46,7 +46,7 @@ func TestRelayPublishesEachEventInAProducerSpanOfItsStoredTrace(t *testing.T) {
 		}
 	}
 	enqueue(t, ctx, pool, events...)
-	relay, err := outbox.NewRelay(pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{ID: "traced-relay"})
+	relay, err := outbox.NewRelay(pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{ID: "traced-relay"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestRelayWithoutTracingForwardsTheStoredTraceContext(t *testing.T) {
 	e := event(topic, "order-1", 1)
 	e.Headers["tracestate"] = "congo=t61rcWkgMzE"
 	enqueue(t, ctx, pool, e)
-	relay, err := outbox.NewRelay(pool, newKafkaPublisher(t, testenv.Brokers()), outbox.Config{})
+	relay, err := outbox.NewRelay(pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

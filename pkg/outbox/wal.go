@@ -18,7 +18,7 @@ import (
 	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
 )
 
-// DefaultWALBatchSize is the WAL relay's batch size when Config.BatchSize
+// DefaultWALBatchSize is the WAL relay's batch size when WALConfig.BatchSize
 // is zero: a batch is one publish round trip and one UPDATE, so larger
 // batches cost the database less per event.
 const DefaultWALBatchSize = 5000
@@ -54,32 +54,29 @@ type walMetrics struct {
 }
 
 // NewWALRelay returns a relay that streams the outbox table in pool
-// (Config.Table) from the replication slot Config.Slot, connecting to it
+// (cfg.Table) from the replication slot cfg.Slot, connecting to it
 // with replURL (a connection string of the same database, for a role with
 // the REPLICATION attribute; "replication=database" is added), and
 // publishes with pub. Run sets up the slot and the publication (SetupWAL)
 // once it holds the relay's guard. cfg's zero fields take their defaults;
 // BatchSize defaults to DefaultWALBatchSize.
-func NewWALRelay(pool *pgxpool.Pool, replURL string, pub Publisher, cfg Config) (*WALRelay, error) {
-	if cfg.BatchSize == 0 {
-		cfg.BatchSize = DefaultWALBatchSize
-	}
-	core, err := newCore(pool, pub, cfg, func(cfg Config) *slog.Logger {
+func NewWALRelay(pool *pgxpool.Pool, replURL string, pub Publisher, cfg WALConfig) (*WALRelay, error) {
+	core, err := newCore(pool, pub, cfg.relay(), func(cfg relayConfig) *slog.Logger {
 		return cfg.Logger.With("relay", cfg.ID, "slot", cfg.Slot)
 	})
 	if err != nil {
 		return nil, err
 	}
-	cfg = core.cfg
+	rc := core.cfg
 	repl, err := pgconn.ParseConfig(replURL)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: parsing the replication connection string: %w", err)
 	}
 	repl.RuntimeParams["replication"] = "database"
-	repl.RuntimeParams["application_name"] = "outbox-wal-relay " + cfg.ID
-	p := cfg.MetricPrefix + "_wal_"
+	repl.RuntimeParams["application_name"] = "outbox-wal-relay " + rc.ID
+	p := rc.MetricPrefix + "_wal_"
 	m := walMetrics{
-		slot: newSlotMetrics(p, cfg.Slot),
+		slot: newSlotMetrics(p, rc.Slot),
 		active: prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "active_reader",
 			Help: "1 while this relay holds the reader lease and streams the slot, 0 while it is a standby."}),
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{Name: p + "reconnects_total",
@@ -94,7 +91,7 @@ func NewWALRelay(pool *pgxpool.Pool, replURL string, pub Publisher, cfg Config) 
 			Help: "Batches recorded only after waiting for their streamed commits to become visible (a commit is streamed once flushed, visible a moment later, or after synchronous standbys confirmed it)."}),
 	}
 	for _, c := range append(m.slot.collectors(), m.active, m.reconnects, m.takeovers, m.invisibleWaits, m.swept, m.fallback) {
-		if err := cfg.Registerer.Register(c); err != nil {
+		if err := rc.Registerer.Register(c); err != nil {
 			return nil, fmt.Errorf("outbox: registering WAL relay metrics: %w", err)
 		}
 	}

@@ -29,7 +29,7 @@ type walFixture struct {
 	admin *pgxpool.Pool // superuser, on the same database
 	url   string
 	topic string
-	cfg   outbox.Config
+	cfg   outbox.WALConfig
 }
 
 var grantReplication sync.Once
@@ -100,8 +100,8 @@ func walFixtureOn(t *testing.T, adminURL string, pool *pgxpool.Pool, url string,
 	}
 	t.Cleanup(admin.Close)
 	f := &walFixture{pool: pool, admin: admin, url: url, topic: testenv.NewTopic(t, partitions),
-		cfg: outbox.Config{Slot: "t_wal_" + uuid.NewString()[:8]}}
-	// The relay deletes what it published (unless WALKeepDispatched): a
+		cfg: outbox.WALConfig{Slot: "t_wal_" + uuid.NewString()[:8]}}
+	// The relay deletes what it published (unless KeepDispatched): a
 	// trigger keeps the deleted ids, so dispatched counts them.
 	if _, err := admin.Exec(ctx, `CREATE TABLE outbox_deleted (id bigint PRIMARY KEY);
 		CREATE FUNCTION outbox_deleted() RETURNS trigger LANGUAGE plpgsql AS
@@ -137,12 +137,18 @@ func (f *walFixture) dropSlot(t *testing.T) {
 }
 
 // config returns the fixture's config for a relay named id.
-func (f *walFixture) config(t *testing.T, id string, reg prometheus.Registerer) outbox.Config {
+func (f *walFixture) config(t *testing.T, id string, reg prometheus.Registerer) outbox.WALConfig {
 	c := f.cfg
 	c.ID, c.Registerer, c.Logger = id, reg, testLogger(t)
 	c.BatchSize, c.LeaseTTL, c.PollInterval = 500, 3*time.Second, 100*time.Millisecond
 	c.RetryBackoff, c.OutageMaxBackoff = 50*time.Millisecond, 200*time.Millisecond
 	return c
+}
+
+// pollConfig returns a polling relay's config named id, tuned as config's.
+func (f *walFixture) pollConfig(t *testing.T, id string) outbox.RelayConfig {
+	return outbox.RelayConfig{ID: id, Logger: testLogger(t), BatchSize: 500, LeaseTTL: 3 * time.Second,
+		PollInterval: 100 * time.Millisecond, RetryBackoff: 50 * time.Millisecond, OutageMaxBackoff: 200 * time.Millisecond}
 }
 
 // runningRelay is a WAL relay running in the test's process.
@@ -160,7 +166,7 @@ func (rr *runningRelay) stop() error {
 }
 
 // startWALRelay runs a WAL relay until the test ends (or stop).
-func startWALRelay(t *testing.T, f *walFixture, pub outbox.Publisher, cfg outbox.Config) *runningRelay {
+func startWALRelay(t *testing.T, f *walFixture, pub outbox.Publisher, cfg outbox.WALConfig) *runningRelay {
 	t.Helper()
 	r, err := outbox.NewWALRelay(f.pool, f.url, pub, cfg)
 	if err != nil {
@@ -195,7 +201,7 @@ func dispatched(t testing.TB, ctx context.Context, pool *pgxpool.Pool) int64 {
 		+ (SELECT count(*) FROM outbox_deleted)`)
 }
 
-// The WAL relay deletes the rows it published, or with WALKeepDispatched
+// The WAL relay deletes the rows it published, or with KeepDispatched
 // keeps them marked dispatched; a parked row stays in either case.
 func TestWALRelayDeletesOrKeepsWhatItPublished(t *testing.T) {
 	t.Parallel()
@@ -204,7 +210,7 @@ func TestWALRelayDeletesOrKeepsWhatItPublished(t *testing.T) {
 			f := walSetup(t, 1)
 			ctx := testenv.Context(t)
 			cfg := f.config(t, "reader", prometheus.NewRegistry())
-			cfg.WALKeepDispatched = keep
+			cfg.KeepDispatched = keep
 			refused := event(f.topic, "order-refused", 1)
 			pub := outbox.PublisherFunc(func(ctx context.Context, events []outbox.Event) []error {
 				errs := make([]error, len(events))
@@ -350,7 +356,7 @@ func TestWALRelayPublishesALateCommit(t *testing.T) {
 	ctx := testenv.Context(t)
 	rec := newRecorder()
 	cfg := f.config(t, "wal-0", nil)
-	cfg.WALKeepDispatched = true // the rows' ids are compared below
+	cfg.KeepDispatched = true // the rows' ids are compared below
 	startWALRelay(t, f, rec.wrap("wal", newKafkaPublisher(t, testenv.Brokers())), cfg)
 
 	slow, err := f.pool.Begin(ctx)

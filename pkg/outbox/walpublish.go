@@ -221,7 +221,7 @@ func (r *WALRelay) markWithRetry(lctx, drain context.Context, events []walEvent)
 }
 
 // mark records a resolved batch: one DELETE removes the acknowledged
-// events (or, with Config.WALKeepDispatched, one UPDATE sets their
+// events (or, with WALConfig.KeepDispatched, one UPDATE sets their
 // dispatched_at), and one more statement parks the parked ones. A mark that
 // follows a lost lease is still correct (those events were acknowledged).
 //
@@ -309,7 +309,7 @@ func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 
 // record deletes the acknowledged events' rows, or marks them dispatched.
 func (r *WALRelay) record(ctx context.Context, ids []int64) (outboxdb.MarkDispatchedRow, error) {
-	if r.cfg.WALKeepDispatched {
+	if r.cfg.KeepDispatched {
 		return r.queries.MarkDispatched(ctx, ids)
 	}
 	d, err := r.queries.DeletePublished(ctx, ids)

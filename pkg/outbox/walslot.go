@@ -14,8 +14,8 @@ import (
 )
 
 // SetupWAL creates what the WAL relay reads, idempotently: the publication
-// of the outbox table's INSERTs (Config.Publication), the logical
-// replication slot that decodes it with pgoutput (Config.Slot), and the
+// of the outbox table's INSERTs (WALConfig.Publication), the logical
+// replication slot that decodes it with pgoutput (WALConfig.Slot), and the
 // slot's row in <table>_wal_readers (migrations 5 and 6), which holds the
 // reader lease, the slot's generation and the hand-over.
 //
@@ -34,11 +34,15 @@ import (
 // (its owner) and replication slots (the REPLICATION attribute, or a
 // superuser). SetupWAL is safe to call from several relays at once and at
 // every start.
-func SetupWAL(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
+func SetupWAL(ctx context.Context, pool *pgxpool.Pool, cfg WALConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("outbox: invalid config: %w", err)
 	}
-	cfg.withNames()
+	return setupWAL(ctx, pool, cfg.relay())
+}
+
+// setupWAL is SetupWAL for a configuration with its defaults.
+func setupWAL(ctx context.Context, pool *pgxpool.Pool, cfg relayConfig) error {
 	return withSetupLock(ctx, pool, cfg, func(conn *pgxpool.Conn, q *outboxdb.Queries) error {
 		var exists bool
 		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", cfg.Publication).Scan(&exists); err != nil {
@@ -61,7 +65,7 @@ func SetupWAL(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 // withSetupLock runs f on a connection holding the advisory lock that
 // serialises the setups of cfg's slot (relays starting at once, a reader
 // recreating the slot).
-func withSetupLock(ctx context.Context, pool *pgxpool.Pool, cfg Config, f func(*pgxpool.Conn, *outboxdb.Queries) error) error {
+func withSetupLock(ctx context.Context, pool *pgxpool.Pool, cfg relayConfig, f func(*pgxpool.Conn, *outboxdb.Queries) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("outbox: setting up the WAL relay: %w", err)
@@ -82,7 +86,7 @@ func withSetupLock(ctx context.Context, pool *pgxpool.Pool, cfg Config, f func(*
 // now. Unless reader (the caller holds the reader lease), a missing or
 // invalidated slot is left to the relay that holds the lease, if any. The
 // caller holds the setup lock.
-func ensureSlot(ctx context.Context, conn *pgxpool.Conn, q *outboxdb.Queries, cfg Config, reader bool) error {
+func ensureSlot(ctx context.Context, conn *pgxpool.Conn, q *outboxdb.Queries, cfg relayConfig, reader bool) error {
 	var sameDatabase, lost bool
 	err := conn.QueryRow(ctx, `SELECT database = current_database(), COALESCE(wal_status = 'lost', false)
 		FROM pg_replication_slots WHERE slot_name = $1`, cfg.Slot).Scan(&sameDatabase, &lost)
@@ -91,7 +95,7 @@ func ensureSlot(ctx context.Context, conn *pgxpool.Conn, q *outboxdb.Queries, cf
 	case err != nil && !missing:
 		return fmt.Errorf("outbox: looking up replication slot %s: %w", cfg.Slot, err)
 	case !missing && !sameDatabase:
-		return fmt.Errorf("outbox: replication slot %s belongs to another database: choose another Config.Slot", cfg.Slot)
+		return fmt.Errorf("outbox: replication slot %s belongs to another database: choose another WALConfig.Slot", cfg.Slot)
 	}
 	state, err := q.WALReaderState(ctx, cfg.Slot)
 	if err != nil {
@@ -125,8 +129,8 @@ func ensureSlot(ctx context.Context, conn *pgxpool.Conn, q *outboxdb.Queries, cf
 // exist. A slot nobody reads keeps all the server's WAL from its position
 // on: drop it when the WAL relay is retired. It fails while a reader is
 // connected to the slot.
-func DropWAL(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
-	cfg.withNames()
+func DropWAL(ctx context.Context, pool *pgxpool.Pool, walCfg WALConfig) error {
+	cfg := walCfg.relay()
 	if _, err := pool.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", cfg.Slot); err != nil {
 		return fmt.Errorf("outbox: dropping replication slot %s: %w", cfg.Slot, err)
 	}

@@ -41,7 +41,7 @@ type SlotStats struct {
 	SafeWALSizeBytes *int64
 }
 
-// SlotStats reads the state of Config.Slot in one query. A missing slot
+// SlotStats reads the state of WALConfig.Slot in one query. A missing slot
 // is not an error: it returns SlotStats{Exists: false}.
 func (r *WALRelay) SlotStats(ctx context.Context) (SlotStats, error) {
 	s := SlotStats{Exists: true}

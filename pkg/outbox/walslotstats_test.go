@@ -29,7 +29,7 @@ var walStatuses = []string{"reserved", "extended", "unreserved", "lost"}
 var acceptAll = outbox.PublisherFunc(func(context.Context, []outbox.Event) []error { return nil })
 
 // statsConfig is the fixture's relay config with the slot read every 50 ms.
-func (f *walFixture) statsConfig(t *testing.T, id string, reg prometheus.Registerer) outbox.Config {
+func (f *walFixture) statsConfig(t *testing.T, id string, reg prometheus.Registerer) outbox.WALConfig {
 	cfg := f.config(t, id, reg)
 	cfg.StatsInterval = 50 * time.Millisecond
 	return cfg

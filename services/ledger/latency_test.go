@@ -61,7 +61,7 @@ func TestEndToEndLatency(t *testing.T) {
 	}
 	pub := outbox.NewKafkaPublisher(producer, "/paylab/orders")
 	defer pub.Close()
-	relay, err := outbox.NewRelay(orders, pub, outbox.Config{ID: "latency"})
+	relay, err := outbox.NewRelay(orders, pub, outbox.RelayConfig{ID: "latency"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ RETURNING id;
 -- from the row's insert to now, on the database clock. (Looking failures up
 -- by position keeps the plan an index scan on ids; failures are few.)
 -- fenced is false only to show what the owner check prevents (a stalled
--- relay recording rows another relay now holds): Config.UnfencedComplete.
+-- relay recording rows another relay now holds): RelayConfig.Unsafe.UnfencedComplete.
 UPDATE /* TEMPLATE: table */outbox AS t
 SET dispatched_at = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN now() END,
     lease_owner   = NULL,

@@ -17,7 +17,7 @@
 // The services run as child processes of the built binaries, configured by
 // environment as they are deployed; the relays run in this process (with the
 // relay's producer settings and default configuration) so a pgx tracer can
-// count their statements (polling-only mode sets outbox.Config.PollOnly). A run creates a role, databases and topics named after itself
+// count their statements (polling-only mode sets outbox.RelayConfig.PollOnly). A run creates a role, databases and topics named after itself
 // and removes them at the end. Targets are reported as pass or miss; a miss
 // never fails the run, a stage that cannot measure does.
 package bench

@@ -50,7 +50,7 @@ func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err er
 	}
 	defer pool.Close()
 	reg := prometheus.NewRegistry()
-	cfg := outbox.Config{ID: "bench-wal-relay", Slot: "paylab_bench_" + e.run + "_" + stage, Registerer: reg}
+	cfg := outbox.WALConfig{ID: "bench-wal-relay", Slot: "paylab_bench_" + e.run + "_" + stage, Registerer: reg}
 	e.mu.Lock()
 	e.slots = append(e.slots, cfg.Slot) // dropped by close, should this drain not get to it
 	e.mu.Unlock()

@@ -76,7 +76,7 @@ func (p *pipeline) stop() {
 }
 
 // endToEnd is one S4 run: one relay (default settings; pollingOnly sets
-// outbox.Config.PollOnly), payments placed at rate per second for
+// outbox.RelayConfig.PollOnly), payments placed at rate per second for
 // s.E2EDuration by the load generator (an open model), then a wait of at
 // most s.Settle for the ledger to apply them all. Times come from the
 // database clock, one server for both databases: capture = the outbox row's

@@ -121,7 +121,7 @@ func newRawOutbox(ctx context.Context, pool *pgxpool.Pool) (ob rawOutbox, stop f
 	if ob.writer, err = outbox.NewWriter(cfg); err != nil {
 		return ob, nil, err
 	}
-	if ob.notifier, err = outbox.NewNotifier(pool.Config().ConnConfig, cfg); err != nil {
+	if ob.notifier, err = outbox.NewNotifier(pool.Config().ConnConfig, cfg, nil); err != nil {
 		return ob, nil, err
 	}
 	nctx, cancel := context.WithCancel(ctx)

@@ -16,7 +16,7 @@ import (
 // process would be: its own pool, its own producer (the relay's settings,
 // broker.RelayProducerConfig), the default outbox.Config, so LISTEN/NOTIFY
 // wakes it and the poll interval is the fallback; polling only sets
-// outbox.Config.PollOnly, so the poll interval alone finds the work.
+// outbox.RelayConfig.PollOnly, so the poll interval alone finds the work.
 type relays struct {
 	cancel context.CancelFunc
 	done   []chan error
@@ -51,7 +51,7 @@ func (e *env) startRelays(ctx context.Context, dbURL string, n int, pollingOnly 
 		}
 		pub := outbox.NewKafkaPublisher(producer, "/paylab/orders")
 		r.pubs = append(r.pubs, pub)
-		relay, err := outbox.NewRelay(pool, pub, outbox.Config{ID: fmt.Sprintf("bench-relay-%d", i), PollOnly: pollingOnly})
+		relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{ID: fmt.Sprintf("bench-relay-%d", i), PollOnly: pollingOnly})
 		if err != nil {
 			r.stop()
 			return nil, err

@@ -178,7 +178,7 @@ func notes(st Stages, s Sizes) []string {
 	}
 	n = append(n,
 		"B3: a consumer group marking offsets as the inbox does, nothing else; S3: the ledger binary (inbox on, defaults) on the same topic, from its inbox's processed_at, for at most "+s.ConsumeWindow.String()+" of its run (longer until "+strconv.Itoa(s.MinOps)+" are processed).",
-		fmt.Sprintf("S4: the orders API and ledger binaries and one relay; payments at 50%% of S1's best rate (open model, paylab load) for %s; commit → applied = ledger journal entry created_at − outbox created_at, both on the database clock; polling only runs the relay with outbox.Config.PollOnly, on its %s poll.", s.E2EDuration, outbox.DefaultPollInterval),
+		fmt.Sprintf("S4: the orders API and ledger binaries and one relay; payments at 50%% of S1's best rate (open model, paylab load) for %s; commit → applied = ledger journal entry created_at − outbox created_at, both on the database clock; polling only runs the relay with outbox.RelayConfig.PollOnly, on its %s poll.", s.E2EDuration, outbox.DefaultPollInterval),
 	)
 	for _, r := range st.S4 {
 		n = append(n, overload("S4", r, st.S3.PerSecond)...)

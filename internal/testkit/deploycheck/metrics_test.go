@@ -56,10 +56,10 @@ func exported(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := outbox.NewRelay(pool, nil, outbox.Config{Registerer: rec}); err != nil {
+	if _, err := outbox.NewRelay(pool, nil, outbox.RelayConfig{Registerer: rec}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := outbox.NewWALRelay(pool, "postgres://nobody@127.0.0.1:1/none", nil, outbox.Config{Registerer: rec}); err != nil {
+	if _, err := outbox.NewWALRelay(pool, "postgres://nobody@127.0.0.1:1/none", nil, outbox.WALConfig{Registerer: rec}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = inbox.NewRunner(pool, inbox.Config{

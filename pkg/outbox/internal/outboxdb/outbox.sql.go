@@ -172,7 +172,7 @@ type CompleteBatchRow struct {
 // from the row's insert to now, on the database clock. (Looking failures up
 // by position keeps the plan an index scan on ids; failures are few.)
 // fenced is false only to show what the owner check prevents (a stalled
-// relay recording rows another relay now holds): Config.UnfencedComplete.
+// relay recording rows another relay now holds): RelayConfig.Unsafe.UnfencedComplete.
 func (q *Queries) CompleteBatch(ctx context.Context, arg CompleteBatchParams) ([]CompleteBatchRow, error) {
 	rows, err := q.db.Query(ctx, completeBatch,
 		arg.FailedIds,

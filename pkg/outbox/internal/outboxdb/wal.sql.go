@@ -65,7 +65,7 @@ type DeletePublishedRow struct {
 }
 
 // Deletes acknowledged events, in one statement per batch: the WAL relay's
-// default record of a publish (Config.WALKeepDispatched marks them
+// default record of a publish (WALConfig.KeepDispatched marks them
 // instead). A DELETE writes no new row version and no index entries, where
 // the UPDATE writes both. Parked rows are never deleted. Returns what
 // MarkDispatched returns.

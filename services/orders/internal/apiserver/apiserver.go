@@ -68,7 +68,7 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 	}
 	// The relays are woken after commit, not by a NOTIFY inside each
 	// payment transaction (outbox.Config.NotifyAfterCommit).
-	notifier, err := outbox.NewNotifier(pool.Config().ConnConfig, outbox.Config{NotifyAfterCommit: true, Logger: log})
+	notifier, err := outbox.NewNotifier(pool.Config().ConnConfig, outbox.Config{NotifyAfterCommit: true}, log)
 	if err != nil {
 		return err
 	}

@@ -224,12 +224,12 @@ func runRelay(t *testing.T, pool *pgxpool.Pool, url, mode string) {
 		t.Fatal(err)
 	}
 	pub := outbox.NewKafkaPublisher(producer, orderapp.Source)
-	cfg := outbox.Config{ID: "trace-relay", PollInterval: 100 * time.Millisecond}
 	var run func(context.Context) error
 	switch mode {
 	case relayWAL:
-		cfg.Slot = "t_paymenttrace_" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
-		cfg.WALKeepDispatched = true // the test reads the event's row after the publish
+		cfg := outbox.WALConfig{ID: "trace-relay", PollInterval: 100 * time.Millisecond,
+			Slot:           "t_paymenttrace_" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36),
+			KeepDispatched: true} // the test reads the event's row after the publish
 		setupWAL(t, pool, cfg)
 		relay, err := outbox.NewWALRelay(pool, url, pub, cfg)
 		if err != nil {
@@ -237,7 +237,7 @@ func runRelay(t *testing.T, pool *pgxpool.Pool, url, mode string) {
 		}
 		run = relay.Run
 	default:
-		relay, err := outbox.NewRelay(pool, pub, cfg)
+		relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{ID: "trace-relay", PollInterval: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +258,7 @@ func runRelay(t *testing.T, pool *pgxpool.Pool, url, mode string) {
 // setupWAL gives the orders role the REPLICATION attribute and creates the
 // slot and publication of cfg; they are dropped at cleanup, after the
 // relay (started later) has stopped.
-func setupWAL(t *testing.T, pool *pgxpool.Pool, cfg outbox.Config) {
+func setupWAL(t *testing.T, pool *pgxpool.Pool, cfg outbox.WALConfig) {
 	t.Helper()
 	ctx := testenv.Context(t)
 	admin, err := pgx.Connect(ctx, testenv.AdminURL())

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/paylab/paylab/internal/platform/broker"
@@ -13,6 +15,9 @@ import (
 )
 
 // Config is the relay process's configuration, read from the environment.
+// The relay's own settings (RELAY_BATCH_SIZE …) map one to one onto the
+// library's configuration (outbox.RelayConfig, outbox.WALConfig): unset or
+// zero takes the library's default, and the library validates them.
 type Config struct {
 	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable" redact:"password"`
 	KafkaBrokers string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
@@ -24,27 +29,26 @@ type Config struct {
 	// ReplicationURL connects the WAL relay's replication stream; default
 	// DATABASE_URL. The role needs the REPLICATION attribute.
 	ReplicationURL string `env:"RELAY_REPLICATION_URL" redact:"password"`
-	// Slot and Publication name the WAL relay's slot and publication;
-	// default outbox_wal_relay and outbox_wal. A polling relay drops them
-	// at start (no WAL relay runs then), so both modes need the same ones.
+	// Slot and Publication name the WAL relay's slot and publication
+	// (outbox.WALConfig.Slot, .Publication).
 	Slot        string `env:"RELAY_SLOT"`
 	Publication string `env:"RELAY_PUBLICATION"`
-	// RelayID names this relay in lease_owner; default hostname-pid. A
+	// RelayID names this relay in lease_owner (outbox.RelayConfig.ID). A
 	// relay started with the ID of a running relay is refused.
 	RelayID           string        `env:"RELAY_ID"`
-	BatchSize         int           `env:"RELAY_BATCH_SIZE" envDefault:"500"`
-	LeaseTTL          time.Duration `env:"RELAY_LEASE_TTL" envDefault:"30s"`
-	PollInterval      time.Duration `env:"RELAY_POLL_INTERVAL" envDefault:"1s"`
-	RetryBackoff      time.Duration `env:"RELAY_RETRY_BACKOFF" envDefault:"1s"`
-	RetryMaxBackoff   time.Duration `env:"RELAY_RETRY_MAX_BACKOFF" envDefault:"1m"`
-	OutageMaxBackoff  time.Duration `env:"RELAY_OUTAGE_MAX_BACKOFF" envDefault:"5s"`
-	MaxAttempts       int           `env:"RELAY_MAX_ATTEMPTS" envDefault:"100"`
-	Retention         time.Duration `env:"OUTBOX_RETENTION" envDefault:"168h"`
-	RetentionInterval time.Duration `env:"RELAY_RETENTION_INTERVAL" envDefault:"1m"`
-	StatsInterval     time.Duration `env:"RELAY_STATS_INTERVAL" envDefault:"5s"`
+	BatchSize         int           `env:"RELAY_BATCH_SIZE"`
+	LeaseTTL          time.Duration `env:"RELAY_LEASE_TTL"`
+	PollInterval      time.Duration `env:"RELAY_POLL_INTERVAL"`
+	RetryBackoff      time.Duration `env:"RELAY_RETRY_BACKOFF"`
+	RetryMaxBackoff   time.Duration `env:"RELAY_RETRY_MAX_BACKOFF"`
+	OutageMaxBackoff  time.Duration `env:"RELAY_OUTAGE_MAX_BACKOFF"`
+	MaxAttempts       int           `env:"RELAY_MAX_ATTEMPTS"`
+	Retention         time.Duration `env:"OUTBOX_RETENTION"`
+	RetentionInterval time.Duration `env:"RELAY_RETENTION_INTERVAL"`
+	StatsInterval     time.Duration `env:"RELAY_STATS_INTERVAL"`
 	ShutdownTimeout   time.Duration `env:"RELAY_SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	// LeaseFencing false lets a relay record rows whose lease it lost
-	// (outbox.Config.UnfencedComplete): only to show what the check
+	// (outbox.Unsafe.UnfencedComplete): only to show what the check
 	// prevents.
 	LeaseFencing bool   `env:"RELAY_LEASE_FENCING" envDefault:"true"`
 	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
@@ -72,41 +76,9 @@ func (c Config) Validate() error {
 	}
 	switch c.Mode {
 	case ModePoll, ModeWAL:
+		errs = append(errs, c.validateRelay())
 	default:
 		bad("RELAY_MODE %q is not %s or %s", c.Mode, ModePoll, ModeWAL)
-	}
-	if err := (outbox.Config{Slot: c.Slot, Publication: c.Publication}).Validate(); err != nil {
-		bad("RELAY_SLOT / RELAY_PUBLICATION: %w", err)
-	}
-	if c.BatchSize < 1 || c.BatchSize > 10000 {
-		bad("RELAY_BATCH_SIZE %d is not in [1, 10000]", c.BatchSize)
-	}
-	if c.LeaseTTL < time.Second {
-		bad("RELAY_LEASE_TTL %v is shorter than 1s", c.LeaseTTL)
-	}
-	if c.PollInterval <= 0 || c.PollInterval > c.LeaseTTL {
-		bad("RELAY_POLL_INTERVAL %v is not in (0, RELAY_LEASE_TTL %v]", c.PollInterval, c.LeaseTTL)
-	}
-	if c.RetryBackoff <= 0 {
-		bad("RELAY_RETRY_BACKOFF %v is not positive", c.RetryBackoff)
-	}
-	if c.RetryMaxBackoff < c.RetryBackoff {
-		bad("RELAY_RETRY_MAX_BACKOFF %v is shorter than RELAY_RETRY_BACKOFF %v", c.RetryMaxBackoff, c.RetryBackoff)
-	}
-	if c.OutageMaxBackoff <= 0 {
-		bad("RELAY_OUTAGE_MAX_BACKOFF %v is not positive", c.OutageMaxBackoff)
-	}
-	if c.MaxAttempts < 0 {
-		bad("RELAY_MAX_ATTEMPTS %d is negative (0 means never park for transient errors)", c.MaxAttempts)
-	}
-	if c.Retention < 0 {
-		bad("OUTBOX_RETENTION %v is negative (0 disables deletion)", c.Retention)
-	}
-	if c.RetentionInterval <= 0 {
-		bad("RELAY_RETENTION_INTERVAL %v is not positive", c.RetentionInterval)
-	}
-	if c.StatsInterval <= 0 {
-		bad("RELAY_STATS_INTERVAL %v is not positive", c.StatsInterval)
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("RELAY_SHUTDOWN_TIMEOUT %v is not positive", c.ShutdownTimeout)
@@ -115,6 +87,57 @@ func (c Config) Validate() error {
 		bad("CHAOS_TOKEN must be at least 16 characters when CHAOS_ENABLED=true")
 	}
 	return errors.Join(errs...)
+}
+
+// validateRelay is the library's validation of the relay's settings. To
+// name the variable at fault, each variable set is validated alone too
+// (the others at their defaults); what only a combination breaks is
+// reported as a whole.
+func (c Config) validateRelay() error {
+	err := c.relayValidate()
+	if err == nil {
+		return nil
+	}
+	var (
+		errs []error
+		set  []string
+	)
+	v := reflect.ValueOf(c)
+	for i := range v.NumField() {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("env"), ",")
+		if !libraryVar(name) || v.Field(i).IsZero() {
+			continue
+		}
+		one := Config{Mode: c.Mode}
+		reflect.ValueOf(&one).Elem().Field(i).Set(v.Field(i))
+		if ferr := one.relayValidate(); ferr != nil {
+			errs = append(errs, fmt.Errorf("%s=%v: %w", name, v.Field(i), ferr))
+		} else {
+			set = append(set, fmt.Sprintf("%s=%v", name, v.Field(i)))
+		}
+	}
+	if len(errs) == 0 {
+		return fmt.Errorf("%s: %w", strings.Join(set, ", "), err)
+	}
+	return errors.Join(errs...)
+}
+
+// libraryVar reports whether the variable name maps onto a field of the
+// library's configuration.
+func libraryVar(name string) bool {
+	switch name {
+	case "RELAY_MODE", "RELAY_REPLICATION_URL", "RELAY_SHUTDOWN_TIMEOUT", "RELAY_LEASE_FENCING":
+		return false
+	}
+	return strings.HasPrefix(name, "RELAY_") || strings.HasPrefix(name, "OUTBOX_")
+}
+
+// relayValidate validates the library configuration of c's mode.
+func (c Config) relayValidate() error {
+	if c.Mode == ModeWAL {
+		return c.WALConfig(nil).Validate()
+	}
+	return c.RelayConfig(nil).Validate()
 }
 
 // Relay modes (RELAY_MODE).
@@ -131,33 +154,52 @@ func (c Config) replicationURL() string {
 	return c.DatabaseURL
 }
 
-// relayConfig maps the process configuration to the relay's.
-func (c Config) relayConfig(log *slog.Logger) outbox.Config {
-	maxAttempts := c.MaxAttempts
-	if maxAttempts == 0 {
-		maxAttempts = -1 // never
+// leaseTTL is the relay's lease TTL, after the library's default.
+func (c Config) leaseTTL() time.Duration {
+	if c.LeaseTTL == 0 {
+		return outbox.DefaultLeaseTTL
 	}
-	retention := c.Retention
-	if retention == 0 {
-		retention = -1 // disabled
-	}
-	return outbox.Config{
+	return c.LeaseTTL
+}
+
+// RelayConfig is the polling relay's library configuration, logging to log.
+func (c Config) RelayConfig(log *slog.Logger) outbox.RelayConfig {
+	return outbox.RelayConfig{
 		ID:                c.RelayID,
 		BatchSize:         c.BatchSize,
 		LeaseTTL:          c.LeaseTTL,
 		PollInterval:      c.PollInterval,
-		UnfencedComplete:  !c.LeaseFencing,
 		RetryBackoff:      c.RetryBackoff,
 		RetryMaxBackoff:   c.RetryMaxBackoff,
 		OutageMaxBackoff:  c.OutageMaxBackoff,
-		MaxAttempts:       maxAttempts,
-		Retention:         retention,
+		MaxAttempts:       c.MaxAttempts,
+		Retention:         c.Retention,
 		RetentionInterval: c.RetentionInterval,
 		StatsInterval:     c.StatsInterval,
 		Logger:            log,
 		Hooks:             faultHooks,
+		Unsafe:            outbox.Unsafe{UnfencedComplete: !c.LeaseFencing},
+	}
+}
+
+// WALConfig is the WAL relay's library configuration, logging to log.
+func (c Config) WALConfig(log *slog.Logger) outbox.WALConfig {
+	return outbox.WALConfig{
+		ID:                c.RelayID,
 		Slot:              c.Slot,
 		Publication:       c.Publication,
+		BatchSize:         c.BatchSize,
+		LeaseTTL:          c.LeaseTTL,
+		PollInterval:      c.PollInterval,
+		RetryBackoff:      c.RetryBackoff,
+		RetryMaxBackoff:   c.RetryMaxBackoff,
+		OutageMaxBackoff:  c.OutageMaxBackoff,
+		MaxAttempts:       c.MaxAttempts,
+		Retention:         c.Retention,
+		RetentionInterval: c.RetentionInterval,
+		StatsInterval:     c.StatsInterval,
+		Logger:            log,
+		Hooks:             faultHooks,
 	}
 }
 

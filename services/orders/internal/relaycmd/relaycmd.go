@@ -14,37 +14,40 @@
 // left pending: switching a deployment to wal is a rolling restart. A
 // polling relay started while a WAL relay runs exits with status 1 (a
 // restart policy starts it again until the WAL relays are gone); once it
-// runs, it drops the slot RELAY_SLOT and its publication, which nothing
-// reads any more.
+// runs, it drops the slots WAL relays streamed the table from, which
+// nothing reads any more (outbox.DropWAL drops the publication too).
 //
-// Environment (defaults in parentheses):
+// Environment (defaults in parentheses; the relay's own settings map onto
+// outbox.RelayConfig or outbox.WALConfig, whose defaults and validation
+// they take when unset):
 //
 //	DATABASE_URL              orders database (postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable)
 //	KAFKA_BROKERS             comma-separated bootstrap brokers (127.0.0.1:59092)
 //	ADMIN_ADDR                admin listener: /healthz, /readyz, /metrics, /chaos (127.0.0.1:9081)
 //	RELAY_MODE                poll (claim with leases) or wal (stream a replication slot) (poll)
 //	RELAY_REPLICATION_URL     wal: the replication stream's connection string (DATABASE_URL)
-//	RELAY_SLOT                wal: replication slot, unique per server; poll: the slot dropped at start (outbox_wal_relay)
-//	RELAY_PUBLICATION         wal: publication of the outbox's inserts; poll: dropped with the slot (outbox_wal)
-//	RELAY_ID                  lease owner name, unique per running relay, enforced (hostname-pid)
-//	RELAY_BATCH_SIZE          events per claim, or per published batch in wal mode (500)
-//	RELAY_LEASE_TTL           lease of a claimed batch; takeover time after a crash (30s)
-//	RELAY_POLL_INTERVAL       polling fallback to LISTEN/NOTIFY (1s)
-//	RELAY_RETRY_BACKOFF       first retry delay after a broker error, doubling (1s)
-//	RELAY_RETRY_MAX_BACKOFF   retry delay cap (1m)
-//	RELAY_OUTAGE_MAX_BACKOFF  pause cap while the broker is down, i.e. a whole batch failed (5s)
-//	RELAY_MAX_ATTEMPTS        park an event after this many failed attempts, outages not counted; 0 = never (100)
-//	OUTBOX_RETENTION          delete dispatched events older than this; 0 = keep all (168h)
-//	RELAY_RETENTION_INTERVAL  how often retention runs (1m)
-//	RELAY_STATS_INTERVAL      how often the pending gauges are refreshed (5s)
+//	RELAY_SLOT                wal: Slot, the replication slot, unique per server (outbox_wal_relay)
+//	RELAY_PUBLICATION         wal: Publication, of the outbox's inserts (outbox_wal)
+//	RELAY_ID                  ID, the lease owner name, unique per running relay, enforced (hostname-pid)
+//	RELAY_BATCH_SIZE          BatchSize: events per claim (500), or per published batch in wal mode (5000)
+//	RELAY_LEASE_TTL           LeaseTTL: lease of a claimed batch or of the WAL reader; takeover time after a crash (30s)
+//	RELAY_POLL_INTERVAL       PollInterval: polling fallback to LISTEN/NOTIFY (1s)
+//	RELAY_RETRY_BACKOFF       RetryBackoff: first retry delay after a broker error, doubling (1s)
+//	RELAY_RETRY_MAX_BACKOFF   RetryMaxBackoff: retry delay cap (1m)
+//	RELAY_OUTAGE_MAX_BACKOFF  OutageMaxBackoff: pause cap while the broker is down, i.e. a whole batch failed (5s)
+//	RELAY_MAX_ATTEMPTS        MaxAttempts: park an event after this many failed attempts, outages not counted; negative = never (100)
+//	OUTBOX_RETENTION          Retention: delete dispatched events older than this; negative = keep all (168h)
+//	RELAY_RETENTION_INTERVAL  RetentionInterval: how often retention runs (1m)
+//	RELAY_STATS_INTERVAL      StatsInterval: how often the pending gauges are refreshed (5s)
 //	RELAY_SHUTDOWN_TIMEOUT    admin listener shutdown deadline (20s)
-//	RELAY_LEASE_FENCING       false: record outcomes of rows whose lease moved on; only to show the zombie case (true)
+//	RELAY_LEASE_FENCING       false: Unsafe.UnfencedComplete, record outcomes of rows whose lease moved on; only to show the zombie case (true)
 //	CHAOS_ENABLED             mount /chaos/faults and /chaos/kill (false)
 //	CHAOS_TOKEN               bearer token for /chaos, at least 16 characters (none)
 //	OTEL_EXPORTER_OTLP_ENDPOINT  export traces over OTLP/HTTP (unset: none); OTEL_* apply
 //
-// On SIGTERM the batch in flight is finished (at most three quarters of the
-// lease TTL), the producer flushed and the admin listener closed.
+// On SIGTERM the batch in flight is finished (within its publish budget,
+// renewing its lease while acknowledgements are pending), the producer
+// flushed and the admin listener closed.
 package relaycmd
 
 import (
@@ -97,8 +100,6 @@ func Run(ctx context.Context, log *slog.Logger) error {
 	defer pub.Close()
 
 	reg := prometheus.NewRegistry()
-	rcfg := cfg.relayConfig(log)
-	rcfg.Registerer = reg
 	checks := map[string]admin.Check{
 		"database": func(ctx context.Context) error { return pool.Ping(ctx) },
 		"kafka":    kafkaCheck(client),
@@ -107,6 +108,8 @@ func Run(ctx context.Context, log *slog.Logger) error {
 	switch cfg.Mode {
 	case ModeWAL:
 		// Run sets the slot up (outbox.SetupWAL) once no polling relay runs.
+		rcfg := cfg.WALConfig(log)
+		rcfg.Registerer = reg
 		relay, err := outbox.NewWALRelay(pool, cfg.replicationURL(), pub, rcfg)
 		if err != nil {
 			return err
@@ -114,6 +117,8 @@ func Run(ctx context.Context, log *slog.Logger) error {
 		runRelay = relay.Run
 		checks["wal reader"] = relay.Ready
 	default:
+		rcfg := cfg.RelayConfig(log)
+		rcfg.Registerer = reg
 		relay, err := outbox.NewRelay(pool, pub, rcfg)
 		if err != nil {
 			return err
@@ -141,7 +146,7 @@ func Run(ctx context.Context, log *slog.Logger) error {
 // connectKafka connects to the brokers, retrying until they answer or ctx
 // ends: a relay started while Kafka is down waits for it.
 func connectKafka(ctx context.Context, log *slog.Logger, cfg Config) (sarama.Client, error) {
-	kcfg := broker.RelayProducerConfig("paylab-orders-relay", cfg.LeaseTTL)
+	kcfg := broker.RelayProducerConfig("paylab-orders-relay", cfg.leaseTTL())
 	backoff := 500 * time.Millisecond
 	for {
 		client, err := sarama.NewClient(broker.SplitBrokers(cfg.KafkaBrokers), kcfg)

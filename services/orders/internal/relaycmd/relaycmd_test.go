@@ -51,26 +51,39 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if cfg.AdminAddr != "127.0.0.1:9081" || cfg.BatchSize != 500 || cfg.LeaseTTL != 30*time.Second ||
-		cfg.PollInterval != time.Second || cfg.Retention != 168*time.Hour || cfg.ChaosEnabled || cfg.Mode != relaycmd.ModePoll ||
-		!cfg.LeaseFencing {
+	if cfg.AdminAddr != "127.0.0.1:9081" || cfg.ChaosEnabled || cfg.Mode != relaycmd.ModePoll || !cfg.LeaseFencing {
 		t.Fatalf("defaults = %+v", cfg)
+	}
+	// The relay's settings map onto the library's config, unset ones left
+	// to its defaults (one source: RELAY_BATCH_SIZE unset is 500 when
+	// polling and 5000 when streaming).
+	cfg, err = relaycmd.LoadConfig(map[string]string{"RELAY_MODE": "wal", "RELAY_MAX_ATTEMPTS": "-1",
+		"OUTBOX_RETENTION": "-1s", "RELAY_LEASE_TTL": "12s", "RELAY_SLOT": "s1", "RELAY_LEASE_FENCING": "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := cfg.WALConfig(nil); w.BatchSize != 0 || w.MaxAttempts != -1 || w.Retention != -time.Second ||
+		w.LeaseTTL != 12*time.Second || w.Slot != "s1" {
+		t.Errorf("WAL config %+v", w)
+	}
+	if r := cfg.RelayConfig(nil); !r.Unsafe.UnfencedComplete || r.LeaseTTL != 12*time.Second {
+		t.Errorf("relay config %+v", r)
 	}
 	tests := []struct {
 		name string
 		env  map[string]string
 		want string
 	}{
-		{"batch size", map[string]string{"RELAY_BATCH_SIZE": "0"}, "RELAY_BATCH_SIZE"},
-		{"ttl", map[string]string{"RELAY_LEASE_TTL": "500ms"}, "RELAY_LEASE_TTL"},
-		{"poll beyond ttl", map[string]string{"RELAY_POLL_INTERVAL": "1m"}, "RELAY_POLL_INTERVAL"},
-		{"retention", map[string]string{"OUTBOX_RETENTION": "-1h"}, "OUTBOX_RETENTION"},
+		{"batch size", map[string]string{"RELAY_BATCH_SIZE": "-1"}, "RELAY_BATCH_SIZE=-1: batch size -1"},
+		{"batch size wal", map[string]string{"RELAY_MODE": "wal", "RELAY_BATCH_SIZE": "20000"}, "RELAY_BATCH_SIZE"},
+		{"ttl", map[string]string{"RELAY_LEASE_TTL": "50ms"}, "RELAY_LEASE_TTL"},
+		{"backoffs", map[string]string{"RELAY_RETRY_BACKOFF": "2s", "RELAY_RETRY_MAX_BACKOFF": "1s"}, "RELAY_RETRY_MAX_BACKOFF=1s"},
+		{"wait below ttl", map[string]string{"RELAY_LEASE_TTL": "1m", "RELAY_STATS_INTERVAL": "-1s"}, "RELAY_STATS_INTERVAL"},
 		{"admin addr", map[string]string{"ADMIN_ADDR": "nope"}, "ADMIN_ADDR"},
 		{"chaos without token", map[string]string{"CHAOS_ENABLED": "true"}, "CHAOS_TOKEN"},
 		{"not a duration", map[string]string{"RELAY_LEASE_TTL": "soon"}, "RELAY_LEASE_TTL"},
 		{"mode", map[string]string{"RELAY_MODE": "cdc"}, "RELAY_MODE"},
 		{"slot", map[string]string{"RELAY_MODE": "wal", "RELAY_SLOT": "Not-A-Slot"}, "RELAY_SLOT"},
-		{"slot in poll mode", map[string]string{"RELAY_SLOT": "Not-A-Slot"}, "RELAY_SLOT"}, // the slot a polling relay drops
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,7 +301,7 @@ func walSlot(t *testing.T, pool *pgxpool.Pool) string {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for dctx.Err() == nil {
-			if err := outbox.DropWAL(dctx, pool, outbox.Config{Slot: slot}); err == nil {
+			if err := outbox.DropWAL(dctx, pool, outbox.WALConfig{Slot: slot}); err == nil {
 				return
 			}
 			time.Sleep(100 * time.Millisecond)
