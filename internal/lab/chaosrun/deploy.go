@@ -81,7 +81,8 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 	layout := Layout{
 		Brokers: e.brokers, SMTPAddr: e.smtp, Token: token, Topic: topic,
 		OrdersURL: urls["orders"], LedgerURL: urls["ledger"], NotificationsURL: urls["notifications"],
-		APIAddr: fmt.Sprintf("127.0.0.1:%d", apiPort), Mode: o.mode, InboxEnabled: o.inboxEnabled,
+		RuntimeRoles: true,
+		APIAddr:      fmt.Sprintf("127.0.0.1:%d", apiPort), Mode: o.mode, InboxEnabled: o.inboxEnabled,
 		Relays: o.relays, RelayMode: relayMode, LeaseTTL: o.leaseTTL, Unfenced: o.unfenced,
 		Ledgers: o.ledgers, LedgerGroup: d.LedgerGroup, NotificationsGroup: "notifications-" + name,
 	}

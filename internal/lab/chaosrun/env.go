@@ -173,9 +173,13 @@ func (e *Env) Stop() {
 }
 
 // database creates a fresh, migrated database for service, owned by its role,
-// and returns its URL.
+// its runtime roles granted their tables, and returns its owner's URL.
 func (e *Env) database(ctx context.Context, service, name string) (string, error) {
-	return migrate.Fresh(ctx, e.adminURL, name, service, service, service)
+	u, err := migrate.Fresh(ctx, e.adminURL, name, service, service, service)
+	if err != nil {
+		return "", err
+	}
+	return u, migrate.Grant(ctx, u, service)
 }
 
 // topic creates a topic and its dead-letter topic.

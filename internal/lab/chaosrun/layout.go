@@ -3,6 +3,7 @@ package chaosrun
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/paylab/paylab/internal/lab/localstack"
 	"github.com/paylab/paylab/internal/lab/supervise"
+	"github.com/paylab/paylab/internal/platform/migrate"
 )
 
 // Layout is one local deployment of paylab's processes — the orders API,
@@ -23,7 +25,13 @@ type Layout struct {
 	Token    string // CHAOS_TOKEN
 	Topic    string // the dead-letter topic is Topic + ".dlq"
 
+	// The databases, as their owners.
 	OrdersURL, LedgerURL, NotificationsURL string
+	// RuntimeRoles: each process connects as its runtime role
+	// (migrate.RuntimeRoles, its name its password, granted its tables)
+	// instead of the owner — all but WAL relays (Slot set), whose
+	// scenarios switch modes and drive the slot and publication.
+	RuntimeRoles bool
 
 	APIAddr      string // the orders API's HTTP_ADDR
 	Mode         string // OUTBOX_MODE
@@ -64,8 +72,26 @@ func (l Layout) Specs() ([]Spec, error) {
 	// append copy, so no two processes share a backing array.
 	common := slices.Clip([]string{"KAFKA_BROKERS=" + strings.Join(l.Brokers, ","), "LOG_LEVEL=warn",
 		"CHAOS_ENABLED=true", "CHAOS_TOKEN=" + l.Token})
+	ordersURL, relayURL, ledgerURL, notificationsURL := l.OrdersURL, l.OrdersURL, l.LedgerURL, l.NotificationsURL
+	if l.RuntimeRoles {
+		var err error
+		if ordersURL, err = asRole(l.OrdersURL, migrate.OrdersAPI); err != nil {
+			return nil, err
+		}
+		if l.Slot == "" {
+			if relayURL, err = asRole(l.OrdersURL, migrate.OrdersRelay); err != nil {
+				return nil, err
+			}
+		}
+		if ledgerURL, err = asRole(l.LedgerURL, migrate.LedgerApp); err != nil {
+			return nil, err
+		}
+		if notificationsURL, err = asRole(l.NotificationsURL, migrate.NotificationsApp); err != nil {
+			return nil, err
+		}
+	}
 	specs := []Spec{{Name: "orders", Role: "orders", Binary: "orders", Env: append(common,
-		"DATABASE_URL="+l.OrdersURL, "ORDERS_TOPIC="+l.Topic, "OUTBOX_MODE="+l.Mode, "HTTP_ADDR="+l.APIAddr)}}
+		"DATABASE_URL="+ordersURL, "ORDERS_TOPIC="+l.Topic, "OUTBOX_MODE="+l.Mode, "HTTP_ADDR="+l.APIAddr)}}
 
 	relayEnv := slices.Clip(append(common, "RELAY_MODE="+l.RelayMode,
 		"RELAY_LEASE_TTL="+l.LeaseTTL.String(), "RELAY_POLL_INTERVAL=250ms", "RELAY_STATS_INTERVAL=1s",
@@ -78,7 +104,7 @@ func (l Layout) Specs() ([]Spec, error) {
 		// leases do (lease_owner): a scenario can tell who wrote a row.
 		id := fmt.Sprintf("relay-%d", i)
 		specs = append(specs, Spec{Name: id, Role: RoleRelay, Binary: "orders", Args: []string{"relay"}, Env: append(relayEnv,
-			"RELAY_ID="+id, "DATABASE_URL="+withParam(l.OrdersURL, "application_name", id))})
+			"RELAY_ID="+id, "DATABASE_URL="+withParam(relayURL, "application_name", id))})
 	}
 
 	consumer := slices.Clip(append(common, "ORDERS_TOPIC="+l.Topic, "DEAD_LETTER_TOPIC="+l.Topic+".dlq",
@@ -93,11 +119,22 @@ func (l Layout) Specs() ([]Spec, error) {
 			name = fmt.Sprintf("ledger-%d", i)
 		}
 		specs = append(specs, Spec{Name: name, Role: RoleLedger, Binary: "ledger", Env: append(consumer,
-			"DATABASE_URL="+l.LedgerURL, "CONSUMER_GROUP="+l.LedgerGroup, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port))})
+			"DATABASE_URL="+ledgerURL, "CONSUMER_GROUP="+l.LedgerGroup, fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port))})
 	}
 	specs = append(specs, Spec{Name: "notifications", Role: RoleNotifications, Binary: "notifications", Env: append(consumer,
-		"DATABASE_URL="+l.NotificationsURL, "CONSUMER_GROUP="+l.NotificationsGroup, "SMTP_ADDR="+l.SMTPAddr)})
+		"DATABASE_URL="+notificationsURL, "CONSUMER_GROUP="+l.NotificationsGroup, "SMTP_ADDR="+l.SMTPAddr)})
 	return specs, nil
+}
+
+// asRole rewrites the database URL dbURL to connect as the runtime role
+// named role, with its development password (its name).
+func asRole(dbURL, role string) (string, error) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "", fmt.Errorf("parsing a database URL: %w", err)
+	}
+	u.User = url.UserPassword(role, role)
+	return u.String(), nil
 }
 
 // Supervise prepares a supervised run of the spec from the binaries in bin,

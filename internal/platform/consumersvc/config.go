@@ -41,11 +41,12 @@ type Config struct {
 }
 
 // Defaults is the configuration of the consumer named service before the
-// environment is read: its own database and role, its own consumer group,
+// environment is read: its own database as its runtime role (service_app,
+// migrate.LedgerApp or migrate.NotificationsApp), its own consumer group,
 // and adminAddr.
 func Defaults(service, adminAddr string) Config {
 	return Config{
-		DatabaseURL:   fmt.Sprintf("postgres://%[1]s:%[1]s@127.0.0.1:55432/%[1]s?sslmode=disable", service),
+		DatabaseURL:   fmt.Sprintf("postgres://%[1]s_app:%[1]s_app@127.0.0.1:55432/%[1]s?sslmode=disable", service),
 		ConsumerGroup: service,
 		AdminAddr:     adminAddr,
 	}

@@ -36,7 +36,8 @@ func port(t *testing.T, svc types.ServiceConfig, key string) uint32 {
 
 // The chaos service reaches every process where the compose file makes it
 // listen — the relays by their service name, which resolves to every
-// replica — and reconciles the databases and topic the services use, with
+// replica — and reconciles the databases and topic the services use (the
+// databases as their owners, with the passwords init gives them), with
 // the token and settings they were given, whatever .env sets (with no .env
 // there is no token: the chaos controls are off).
 func TestComposeChaosReachesTheDeployment(t *testing.T) {
@@ -48,15 +49,16 @@ func TestComposeChaosReachesTheDeployment(t *testing.T) {
 		project := loadCompose(t, dotEnv...)
 		s := project.Services
 		orders, relay, ledger, notifications, chaos := s["orders"], s["relay"], s["ledger"], s["notifications"], s["chaos"]
+		owner := func(svc types.ServiceConfig) string { return ownerURL(t, project, env(svc, "DATABASE_URL")) }
 		want := map[string]string{
 			"CHAOS_API_URL":                 fmt.Sprintf("http://orders:%d", port(t, orders, "HTTP_ADDR")),
 			"CHAOS_ORDERS_ADMIN_URL":        fmt.Sprintf("http://orders:%d", port(t, orders, "ADMIN_ADDR")),
 			"CHAOS_RELAY_DISCOVER":          fmt.Sprintf("%s:%d", relay.Name, port(t, relay, "ADMIN_ADDR")),
 			"CHAOS_LEDGER_ADMIN_URL":        fmt.Sprintf("http://ledger:%d", port(t, ledger, "ADMIN_ADDR")),
 			"CHAOS_NOTIFICATIONS_ADMIN_URL": fmt.Sprintf("http://notifications:%d", port(t, notifications, "ADMIN_ADDR")),
-			"ORDERS_DATABASE_URL":           env(orders, "DATABASE_URL"),
-			"LEDGER_DATABASE_URL":           env(ledger, "DATABASE_URL"),
-			"NOTIFICATIONS_DATABASE_URL":    env(notifications, "DATABASE_URL"),
+			"ORDERS_DATABASE_URL":           owner(orders),
+			"LEDGER_DATABASE_URL":           owner(ledger),
+			"NOTIFICATIONS_DATABASE_URL":    owner(notifications),
 			"KAFKA_BROKERS":                 env(orders, "KAFKA_BROKERS"),
 			"CHAOS_TOKEN":                   env(orders, "CHAOS_TOKEN"),
 			"OUTBOX_MODE":                   env(orders, "OUTBOX_MODE"),
@@ -147,10 +149,11 @@ func TestChaosDefaultsMatchCompose(t *testing.T) {
 	if len(cfg.RelayAdminURLs) != 0 || len(s["relay"].Ports) != 0 {
 		t.Error("relays: compose publishes no port for them, so the runner has no default admin URL")
 	}
-	// The databases: the services' URLs, through the published port.
+	// The databases: the services' databases as their owners, through the
+	// published port.
 	for db, dbURL := range map[string]string{"orders": cfg.OrdersURL, "ledger": cfg.LedgerURL, "notifications": cfg.NotificationsURL} {
 		svc, target := published(hostPort(dbURL))
-		inNetwork := env(s[db], "DATABASE_URL")
+		inNetwork := ownerURL(t, project, env(s[db], "DATABASE_URL"))
 		if svc != "postgres" || target != 5432 || !strings.Contains(inNetwork, "@postgres:5432/") ||
 			strings.Replace(inNetwork, "@postgres:5432/", "@127.0.0.1:"+hostPort(dbURL)+"/", 1) != dbURL {
 			t.Errorf("%s database: default %s, compose gives the service %s (postgres published as %q → %d)", db, dbURL, inNetwork, svc, target)
@@ -269,4 +272,17 @@ func TestComposeChaosResultsReachTheHost(t *testing.T) {
 	if err != nil || !slices.Contains(strings.Fields(string(ignore)), "/"+out+"/") {
 		t.Errorf(".gitignore does not ignore /%s/ (%v)", out, err)
 	}
+}
+
+// ownerURL is the service URL serviceURL (a runtime role's) rewritten to
+// connect as the owner of its database, with the password init gives it.
+func ownerURL(t *testing.T, project *types.Project, serviceURL string) string {
+	t.Helper()
+	u, err := url.Parse(serviceURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	u.User = url.UserPassword(db, env(project.Services["init"], strings.ToUpper(db)+"_DB_PASSWORD"))
+	return u.String()
 }

@@ -20,7 +20,7 @@ import (
 
 // API is the configuration of `orders serve`.
 type API struct {
-	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable" redact:"password"`
+	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders_api:orders_api@127.0.0.1:55432/orders?sslmode=disable" redact:"password"`
 	KafkaBrokers string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
 	OrdersTopic  string `env:"ORDERS_TOPIC" envDefault:"order-events"`
 	HTTPAddr     string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8080"`

@@ -18,7 +18,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config.API{
-		DatabaseURL:  "postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable",
+		DatabaseURL:  "postgres://orders_api:orders_api@127.0.0.1:55432/orders?sslmode=disable",
 		KafkaBrokers: "127.0.0.1:59092", OrdersTopic: "order-events",
 		HTTPAddr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9080", OutboxMode: "outbox", LogLevel: "info",
 		IdempotencyRetention: 24 * time.Hour, IdempotencyPruneInterval: 10 * time.Minute,
