@@ -29,16 +29,12 @@ func NewRelay(pool *pgxpool.Pool, producer sarama.AsyncProducer, log *slog.Logge
 	return relay, pub, nil
 }
 
-// ProducerConfig is a producer configuration fit for the relay.
+// ProducerConfig is a producer configuration fit for the relay (its sends
+// bounded by the relay's default lease).
 func ProducerConfig() *sarama.Config {
-	c := sarama.NewConfig()
+	c := outbox.KafkaProducerConfig(outbox.DefaultLeaseTTL)
 	c.Version = sarama.V3_0_0_0
 	c.ClientID = "shop-relay"
-	c.Producer.Idempotent = true
-	c.Producer.RequiredAcks = sarama.WaitForAll
-	c.Producer.Return.Successes = true
-	c.Producer.Return.Errors = true
-	c.Net.MaxOpenRequests = 1
 	return c
 }
 

@@ -49,8 +49,7 @@ type Config struct {
 	// at most 40 characters. Default "inbox".
 	Table string
 	// MetricPrefix starts the name of every inbox metric, e.g.
-	// <prefix>_processed_total. Default "paylab_inbox" for the default
-	// table, the table's name otherwise.
+	// <prefix>_processed_total. Default: the table's name.
 	MetricPrefix string
 
 	Brokers []string // Kafka bootstrap servers (required)
@@ -125,7 +124,6 @@ type Config struct {
 // Defaults.
 const (
 	DefaultTable             = "inbox"
-	DefaultMetricPrefix      = "paylab_inbox"
 	DefaultBatchSize         = 1
 	DefaultMaxAttempts       = 5
 	DefaultRetryBackoff      = 100 * time.Millisecond
@@ -180,10 +178,7 @@ func (c *Config) withNames() {
 		c.Table = DefaultTable
 	}
 	if c.MetricPrefix == "" {
-		c.MetricPrefix = DefaultMetricPrefix
-		if c.Table != DefaultTable {
-			c.MetricPrefix = c.Table
-		}
+		c.MetricPrefix = c.Table
 	}
 }
 

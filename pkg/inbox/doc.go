@@ -102,17 +102,15 @@
 // Migrate(ctx, pool, cfg) applies them for callers without one.
 // Config.Table names the inbox table (default "inbox"); the applied
 // sequences live in <Table>_sequences and index names derive from it too.
-// The metric names (Config.MetricPrefix) default to "paylab_inbox" for the
-// default table and to the table's name otherwise. paylab's ledger and
-// notifications databases apply these migrations under their own goose
-// versions (db/migrations).
+// The metric names (Config.MetricPrefix) start with the table's name
+// unless set.
 //
 // # Metrics
 //
 // Registered on Config.Registerer, named Config.MetricPrefix + "_…"
-// (below with the default prefix): paylab_inbox_processed_total{type},
-// paylab_inbox_duplicates_total{type}, paylab_inbox_parked_total,
-// paylab_inbox_failed_total{reason}, paylab_inbox_dead_lettered_total{reason},
-// paylab_inbox_pruned_total, paylab_inbox_handler_duration_seconds{type},
-// paylab_inbox_consumer_lag{topic,partition}.
+// (below for the default table): inbox_processed_total{type},
+// inbox_duplicates_total{type}, inbox_parked_total,
+// inbox_failed_total{reason}, inbox_dead_lettered_total{reason},
+// inbox_pruned_total, inbox_handler_duration_seconds{type},
+// inbox_consumer_lag{topic,partition}.
 package inbox

@@ -27,7 +27,7 @@ func TestStepCostsAFixedNumberOfStatements(t *testing.T) {
 	icfg := Config{Handlers: map[string]Handler{"OrderCaptured": noop, "OrderRefunded": noop},
 		BatchHandler: func(context.Context, pgx.Tx, []Message) error { return nil }}
 	icfg = icfg.withDefaults()
-	m, err := newMetrics(prometheus.NewRegistry(), DefaultMetricPrefix, handlerTypes(icfg.Handlers))
+	m, err := newMetrics(prometheus.NewRegistry(), DefaultTable, handlerTypes(icfg.Handlers))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,8 +99,8 @@ func TestSlowAcksRenewTheLeaseInsteadOfRepublishing(t *testing.T) {
 			for _, msgs := range onTopic {
 				total += len(msgs)
 			}
-			renewals := metricValue(t, regA, "paylab_outbox_lease_renewals_total")
-			reclaims := metricValue(t, regB, "paylab_outbox_lease_reclaims_total")
+			renewals := metricValue(t, regA, "outbox_lease_renewals_total")
+			reclaims := metricValue(t, regB, "outbox_lease_reclaims_total")
 			t.Logf("A: %+v; lease renewals %v; B's reclaims %v; %d messages on the topic for %d events", resA, renewals, reclaims, total, events)
 			if !tc.wantDuplicates {
 				if total != events || resA.Dispatched != events || reclaims != 0 || renewals == 0 {

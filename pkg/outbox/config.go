@@ -22,8 +22,7 @@ type Config struct {
 	// identifier of at most 40 characters. Default "outbox".
 	Table string
 	// Channel is the LISTEN/NOTIFY channel Enqueue signals on commit and the
-	// relay listens on. Default "paylab_outbox" for the default table, the
-	// table's name otherwise.
+	// relay listens on. Default: the table's name.
 	Channel string
 	// NotifyAfterCommit takes the NOTIFY out of the writers' transactions:
 	// Enqueue only inserts, and the process wakes the relays through a
@@ -38,8 +37,7 @@ type Config struct {
 	// relays are configured the same either way.
 	NotifyAfterCommit bool
 	// MetricPrefix starts the name of every relay metric, e.g.
-	// <prefix>_pending. Default "paylab_outbox" for the default table, the
-	// table's name otherwise.
+	// <prefix>_pending. Default: the table's name.
 	MetricPrefix string
 }
 
@@ -234,8 +232,6 @@ type relayConfig struct {
 // Defaults.
 const (
 	DefaultTable             = "outbox"
-	DefaultChannel           = "paylab_outbox"
-	DefaultMetricPrefix      = "paylab_outbox"
 	DefaultBatchSize         = 500
 	DefaultLeaseTTL          = 30 * time.Second
 	DefaultPollInterval      = time.Second
@@ -256,16 +252,10 @@ func (c *Config) withNames() {
 		c.Table = DefaultTable
 	}
 	if c.Channel == "" {
-		c.Channel = DefaultChannel
-		if c.Table != DefaultTable {
-			c.Channel = c.Table
-		}
+		c.Channel = c.Table
 	}
 	if c.MetricPrefix == "" {
-		c.MetricPrefix = DefaultMetricPrefix
-		if c.Table != DefaultTable {
-			c.MetricPrefix = c.Table
-		}
+		c.MetricPrefix = c.Table
 	}
 }
 

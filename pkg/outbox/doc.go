@@ -21,9 +21,7 @@
 // same Config to NewWriter and Migrate, and its names to the relay
 // (Config.RelayConfig, Config.WALConfig). The
 // LISTEN/NOTIFY channel (Config.Channel) and the metric names
-// (Config.MetricPrefix) default to "paylab_outbox" for the default table and
-// to the table's name otherwise. paylab's orders database applies these
-// migrations under its own goose versions (db/migrations).
+// (Config.MetricPrefix) are the table's name unless set.
 //
 //	if err := outbox.Migrate(ctx, pool, outbox.Config{Table: "shop_outbox"}); err != nil { … }
 //	w, err := outbox.NewWriter(outbox.Config{Table: "shop_outbox"})
@@ -45,14 +43,14 @@
 // run against one table, in one process or many. Each batch costs two
 // statements:
 //
-//  1. Claim (ClaimBatch in db/queries/outbox/outbox.sql): one UPDATE … WHERE
+//  1. Claim: one UPDATE … WHERE
 //     id IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING … sets
 //     lease_owner = the relay's ID and leased_until = now() + LeaseTTL. Rows
 //     are claimable when dispatched_at IS NULL, parked_at IS NULL and the lease
 //     is absent or expired — all on the database clock, never the relays'.
 //     SKIP LOCKED lets relays take disjoint batches without waiting on each
 //     other. The lease columns are not indexed and the table keeps half of
-//     each page free (migration 00011), so a claim is a HOT update that
+//     each page free (the package's storage migration), so a claim is a HOT update that
 //     rewrites each row in place.
 //  2. Publish the batch asynchronously (KafkaPublisher: all messages handed to
 //     a sarama AsyncProducer at once, acks collected) and record the outcome
@@ -135,7 +133,7 @@
 // and drains the backlog within about that long of the broker's return,
 // instead of the up to RetryMaxBackoff of the per-event backoff. The first
 // batch with an acknowledged event ends the outage; its start and end are
-// logged and paylab_outbox_broker_outage shows it. The price of the
+// logged and outbox_broker_outage shows it. The price of the
 // heuristic: an event that keeps failing transiently while alone in its
 // batches (a quiet system) is retried at the outage pace and not counted
 // until it shares a batch with an event that goes through. RunBatch records
@@ -211,11 +209,11 @@
 // duplicates, out of order), and two running relays never share an ID
 // (lease fencing tells relays apart by it). Each relay's Run holds a guard
 // for its lifetime: session-level advisory locks, in the table's database,
-// on a connection of its own (application_name paylab-outbox-guard), in the
+// on a connection of its own (application_name <table>-guard), in the
 // two-key form, apart from the one-key locks such as SetupWAL's:
 //
-//	relay ID  (hashtext('paylab_outbox_relay_id:<table>'), hashtext('<ID>'))  exclusive
-//	mode      (hashtext('paylab_outbox_mode:<table>'), hashtext('poll' | 'wal'))     shared by the running relays of the mode
+//	relay ID  (hashtext('outbox_relay_id:<table>'), hashtext('<ID>'))  exclusive
+//	mode      (hashtext('outbox_mode:<table>'), hashtext('poll' | 'wal'))     shared by the running relays of the mode
 //
 // pg_locks lists them: which relays run, in which mode. A relay started with
 // the ID of a running relay on the table gets ErrRelayIDInUse from Run at
@@ -328,27 +326,27 @@
 // Registered on the relay's Registerer, named MetricPrefix + "_…"
 // (below with the default prefix):
 //
-//	paylab_outbox_pending                       gauge      undispatched, unparked events
-//	paylab_outbox_oldest_pending_age_seconds    gauge      age of the oldest of them (database clock)
-//	paylab_outbox_parked                        gauge      parked events (= blocked aggregates)
-//	paylab_outbox_published_total               counter    events acknowledged and marked
-//	paylab_outbox_publish_errors_total{kind}    counter    unacknowledged events: transient | permanent
-//	paylab_outbox_parked_total                  counter    events parked by this relay
-//	paylab_outbox_lease_reclaims_total          counter    events taken over from an expired lease
-//	paylab_outbox_lease_renewals_total          counter    leases renewed while slow acks were pending
-//	paylab_outbox_lease_lost_total              counter    outcomes refused: the lease had moved on (a stalled relay)
-//	paylab_outbox_batch_size                    histogram  events per claimed batch
-//	paylab_outbox_publish_latency_seconds       histogram  insert → dispatch recorded (database clock)
-//	paylab_outbox_publish_duration_seconds      histogram  one batch's publish round trip
-//	paylab_outbox_relay_errors_total            counter    failed rounds (database down, injected faults)
-//	paylab_outbox_retention_deleted_total       counter    rows deleted by retention
-//	paylab_outbox_listener_reconnects_total     counter    LISTEN connection losses
-//	paylab_outbox_broker_outage                 gauge      1 while a broker outage pauses the relay
-//	paylab_outbox_outage_batches_total          counter    batches that failed entirely (not counted)
+//	outbox_pending                       gauge      undispatched, unparked events
+//	outbox_oldest_pending_age_seconds    gauge      age of the oldest of them (database clock)
+//	outbox_parked                        gauge      parked events (= blocked aggregates)
+//	outbox_published_total               counter    events acknowledged and marked
+//	outbox_publish_errors_total{kind}    counter    unacknowledged events: transient | permanent
+//	outbox_parked_total                  counter    events parked by this relay
+//	outbox_lease_reclaims_total          counter    events taken over from an expired lease
+//	outbox_lease_renewals_total          counter    leases renewed while slow acks were pending
+//	outbox_lease_lost_total              counter    outcomes refused: the lease had moved on (a stalled relay)
+//	outbox_batch_size                    histogram  events per claimed batch
+//	outbox_publish_latency_seconds       histogram  insert → dispatch recorded (database clock)
+//	outbox_publish_duration_seconds      histogram  one batch's publish round trip
+//	outbox_relay_errors_total            counter    failed rounds (database down, injected faults)
+//	outbox_retention_deleted_total       counter    rows deleted by retention
+//	outbox_listener_reconnects_total     counter    LISTEN connection losses
+//	outbox_broker_outage                 gauge      1 while a broker outage pauses the relay
+//	outbox_outage_batches_total          counter    batches that failed entirely (not counted)
 //
 // The gauges come from one cheap query over the partial index every
-// StatsInterval. Alert on paylab_outbox_oldest_pending_age_seconds (publish
-// lag) and on paylab_outbox_parked > 0.
+// StatsInterval. Alert on outbox_oldest_pending_age_seconds (publish
+// lag) and on outbox_parked > 0.
 //
 // # Tracing
 //
@@ -368,6 +366,6 @@
 // The relay's Hooks run at relay.after_lease (a batch leased, not published: a
 // crash leaves leases held by a dead relay) and
 // relay.after_publish_before_mark (acknowledged, not marked: a crash puts
-// duplicates on the wire). The orders relay process attaches paylab's chaos
-// fault points to them; the package itself depends on nothing of paylab's.
+// duplicates on the wire). Attach fault injection to them to rehearse
+// those crashes.
 package outbox

@@ -14,11 +14,6 @@ import (
 	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
 )
 
-// NotifyChannel is the default PostgreSQL LISTEN/NOTIFY channel.
-//
-// Deprecated: use DefaultChannel, or Config.Channel.
-const NotifyChannel = DefaultChannel
-
 // Tx is what Enqueue needs of the caller's transaction. pgx.Tx satisfies it
 // (and so do *pgxpool.Pool and *pgx.Conn, but then there is no business
 // change to be atomic with: pass the transaction).
@@ -47,10 +42,10 @@ func NewWriter(cfg Config) (*Writer, error) {
 	return &Writer{table: cfg.Table, channel: cfg.Channel, notify: !cfg.NotifyAfterCommit, sql: new(sync.Map)}, nil
 }
 
-var defaultWriter = &Writer{table: DefaultTable, channel: DefaultChannel, notify: true, sql: new(sync.Map)}
+var defaultWriter = &Writer{table: DefaultTable, channel: DefaultTable, notify: true, sql: new(sync.Map)}
 
 // Enqueue inserts events into the default outbox table ("outbox", channel
-// "paylab_outbox") inside the caller's transaction tx; it is
+// "outbox") inside the caller's transaction tx; it is
 // Writer.Enqueue for the zero Config.
 func Enqueue(ctx context.Context, tx Tx, events ...Event) error {
 	return defaultWriter.Enqueue(ctx, tx, events...)

@@ -97,7 +97,7 @@ func TestEnqueueNotifiesOnCommitOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer listener.Close(context.Background())
-	if _, err := listener.Exec(ctx, "LISTEN "+outbox.NotifyChannel); err != nil {
+	if _, err := listener.Exec(ctx, "LISTEN "+"outbox"); err != nil {
 		t.Fatal(err)
 	}
 	waitNotification := func(d time.Duration) bool {

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
@@ -23,7 +22,7 @@ func ExampleNewRelay() {
 	defer stop()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 
-	pool, err := pgxpool.New(ctx, "postgres://orders:orders@127.0.0.1:55432/orders")
+	pool, err := pgxpool.New(ctx, "postgres://shop@127.0.0.1:5432/shop")
 	if err != nil {
 		log.Error("opening the database", "error", err)
 		return
@@ -31,17 +30,20 @@ func ExampleNewRelay() {
 	defer pool.Close()
 
 	// Idempotent producer: acks from all in-sync replicas, one request in
-	// flight, successes and errors returned.
-	producer, err := sarama.NewAsyncProducer([]string{"127.0.0.1:59092"}, broker.ProducerConfig("my-relay"))
+	// flight, successes and errors returned, sends bounded by the lease.
+	const leaseTTL = 30 * time.Second // a dead relay's events are taken over after this
+	producerConfig := outbox.KafkaProducerConfig(leaseTTL)
+	producerConfig.Version = sarama.V4_0_0_0
+	producer, err := sarama.NewAsyncProducer([]string{"127.0.0.1:9092"}, producerConfig)
 	if err != nil {
 		log.Error("connecting to Kafka", "error", err)
 		return
 	}
-	publisher := outbox.NewKafkaPublisher(producer, "/paylab/orders")
+	publisher := outbox.NewKafkaPublisher(producer, "/shop/carts")
 	defer publisher.Close()
 
 	relay, err := outbox.NewRelay(pool, publisher, outbox.RelayConfig{
-		LeaseTTL:   30 * time.Second, // a dead relay's events are taken over after this
+		LeaseTTL:   leaseTTL,
 		Logger:     log,
 		Registerer: prometheus.DefaultRegisterer,
 	})

@@ -28,19 +28,15 @@ const (
 	modeWAL  = "wal"
 )
 
-// guardApplicationName is the application_name of a relay's guard
-// connection.
-const guardApplicationName = "paylab-outbox-guard"
-
 // The guard's advisory locks use the two-key form, pg_*advisory_lock(int,
 // int), whose key space is apart from the one-key form (SetupWAL's lock
 // among others); advisory locks belong to one database:
 //
-//	relay ID  (hashtext('paylab_outbox_relay_id:' || table), hashtext(id))      exclusive
-//	mode      (hashtext('paylab_outbox_mode:' || table), hashtext(poll | wal))  shared by the running relays of that mode
-//	start     (hashtext('paylab_outbox_mode:' || table), hashtext('start'))     exclusive, for one start's check
-func idLockClass(table string) string   { return "paylab_outbox_relay_id:" + table }
-func modeLockClass(table string) string { return "paylab_outbox_mode:" + table }
+//	relay ID  (hashtext('outbox_relay_id:' || table), hashtext(id))      exclusive
+//	mode      (hashtext('outbox_mode:' || table), hashtext(poll | wal))  shared by the running relays of that mode
+//	start     (hashtext('outbox_mode:' || table), hashtext('start'))     exclusive, for one start's check
+func idLockClass(table string) string   { return "outbox_relay_id:" + table }
+func modeLockClass(table string) string { return "outbox_mode:" + table }
 
 // exclusion is what a relay's Run holds for its lifetime: its ID and its
 // mode on its table (doc.go, "Running modes and relay IDs").
@@ -146,7 +142,7 @@ func (e *exclusion) connect(ctx context.Context) (*pgx.Conn, error) {
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	cfg.RuntimeParams["application_name"] = guardApplicationName
+	cfg.RuntimeParams["application_name"] = e.cfg.Table + "-guard"
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.LeaseTTL)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, cfg)

@@ -96,7 +96,7 @@ func idHolder(t *testing.T, ctx context.Context, pool *pgxpool.Pool, id string) 
 	return queryInt(t, ctx, pool, `SELECT COALESCE(max(pid), 0) FROM pg_locks
 		WHERE locktype = 'advisory' AND granted AND objsubid = 2
 		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  AND classid = hashtext('paylab_outbox_relay_id:outbox')::oid AND objid = hashtext($1)::oid`, id)
+		  AND classid = hashtext('outbox_relay_id:outbox')::oid AND objid = hashtext($1)::oid`, id)
 }
 
 func slotPresent(t *testing.T, ctx context.Context, pool *pgxpool.Pool, slot string) bool {
@@ -189,10 +189,22 @@ func TestExclusiveRelayTakesItsIDAgainAfterItsConnectionDrops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(context.Background())
-	// End the guard's session and queue for its lock in one statement: the
-	// lock goes to this session as the guard's ends, before the relay is back.
-	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock(hashtext('paylab_outbox_relay_id:outbox'), hashtext('a'))
-		FROM (SELECT pg_terminate_backend($1)) AS t`, second); err != nil {
+	// Queue for the guard's lock, then end the guard's session: the lock goes
+	// to the waiting session as the guard's ends, before the relay is back
+	// (a try-lock does not jump a queue).
+	otherPID := other.PgConn().PID()
+	locked := make(chan error, 1)
+	go func() {
+		_, err := other.Exec(ctx, `SELECT pg_advisory_lock(hashtext('outbox_relay_id:outbox'), hashtext('a'))`)
+		locked <- err
+	}()
+	waitFor(t, time.Minute, "the other session to wait for the ID", func() bool {
+		return queryInt(t, ctx, pool, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = $1`, otherPID) == 1
+	})
+	if n := queryInt(t, ctx, pool, "SELECT count(*) FROM (SELECT pg_terminate_backend($1)) AS t", second); n != 1 {
+		t.Fatal("terminating the guard's session failed")
+	}
+	if err := <-locked; err != nil {
 		t.Fatal(err)
 	}
 	if err := relay.wait(t, time.Minute); !errors.Is(err, outbox.ErrRelayIDInUse) {

@@ -120,7 +120,7 @@ func testTakeover(t *testing.T, point string, wantDuplicates bool) {
 	if batches != 1 {
 		t.Fatalf("the dead relay's %d events were taken over in %d batches, want one", held, batches)
 	}
-	if n := metricValue(t, reg, "paylab_outbox_lease_reclaims_total"); n != float64(held) {
+	if n := metricValue(t, reg, "outbox_lease_reclaims_total"); n != float64(held) {
 		t.Fatalf("lease reclaims = %v, want %d", n, held)
 	}
 	want := events
@@ -184,15 +184,15 @@ func TestPermanentFailureParksAndBlocksOnlyItsOrder(t *testing.T) {
 		t.Fatalf("parked event: attempts %d, last error %q", attempts, lastErr)
 	}
 	testenv.Eventually(t, 5*time.Second, "the parked gauge", func() bool {
-		return metricValue(t, reg, "paylab_outbox_parked") == 1 && metricValue(t, reg, "paylab_outbox_pending") == 1
+		return metricValue(t, reg, "outbox_parked") == 1 && metricValue(t, reg, "outbox_pending") == 1
 	})
 	if d, p, a, _ := state(next); d || p || a != 0 {
 		t.Fatalf("the big order's next event: dispatched %v parked %v attempts %d; want blocked, untouched", d, p, a)
 	}
-	if n := metricValue(t, reg, "paylab_outbox_parked_total"); n != 1 {
+	if n := metricValue(t, reg, "outbox_parked_total"); n != 1 {
 		t.Fatalf("parked_total = %v, want 1", n)
 	}
-	if n := metricValue(t, reg, "paylab_outbox_publish_errors_total", "kind", "permanent"); n != 1 {
+	if n := metricValue(t, reg, "outbox_publish_errors_total", "kind", "permanent"); n != 1 {
 		t.Fatalf("permanent publish errors = %v, want 1", n)
 	}
 }
@@ -295,10 +295,10 @@ func TestTransientFailuresRetryWithBackoffThenPark(t *testing.T) {
 	if d, _, a, _ := row(hopeless); d || a != 4 {
 		t.Fatalf("hopeless event: dispatched %v attempts %d, want parked after 4", d, a)
 	}
-	if n := metricValue(t, reg, "paylab_outbox_publish_errors_total", "kind", "transient"); n != 2+4 {
+	if n := metricValue(t, reg, "outbox_publish_errors_total", "kind", "transient"); n != 2+4 {
 		t.Fatalf("transient publish errors = %v, want 6", n)
 	}
-	if n := metricValue(t, reg, "paylab_outbox_outage_batches_total"); n != 0 {
+	if n := metricValue(t, reg, "outbox_outage_batches_total"); n != 0 {
 		t.Fatalf("%v outage batches, want none: every batch had an event go through", n)
 	}
 }

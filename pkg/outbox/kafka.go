@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -14,9 +15,9 @@ import (
 // not one per event.
 //
 // The producer should be idempotent with acks from all in-sync replicas and
-// one request in flight per broker (internal/platform/broker.ProducerConfig), so
-// sarama's own retries can neither duplicate nor reorder a partition's
-// messages; it must return successes and errors.
+// one request in flight per broker (KafkaProducerConfig), so sarama's own
+// retries can neither duplicate nor reorder a partition's messages; it must
+// return successes and errors.
 type KafkaPublisher struct {
 	producer sarama.AsyncProducer
 	source   string
@@ -25,11 +26,34 @@ type KafkaPublisher struct {
 
 // NewKafkaPublisher returns a publisher over producer, which it owns from
 // now on (Close closes it). source is the CloudEvents source of the events,
-// e.g. "/paylab/orders".
+// e.g. "/shop/carts".
 func NewKafkaPublisher(producer sarama.AsyncProducer, source string) *KafkaPublisher {
 	p := &KafkaPublisher{producer: producer, source: source, done: make(chan struct{})}
 	go p.route()
 	return p
+}
+
+// KafkaProducerConfig returns a sarama configuration for a relay's
+// producer: idempotent, every write acknowledged by all in-sync replicas,
+// one request in flight per broker (so sarama's retries can neither
+// duplicate nor reorder a partition's messages), successes and errors
+// returned, and a send given up well inside the relay's publish budget
+// (half of leaseTTL, the relay's LeaseTTL; zero: DefaultLeaseTTL), so an
+// event another relay takes over is no longer being retried by this
+// producer. Set Version to your brokers' and ClientID; the rest is
+// sarama's defaults.
+func KafkaProducerConfig(leaseTTL time.Duration) *sarama.Config {
+	if leaseTTL <= 0 {
+		leaseTTL = DefaultLeaseTTL
+	}
+	cfg := sarama.NewConfig()
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Return.Errors = true
+	cfg.Producer.Timeout = min(10*time.Second, leaseTTL/4)
+	return cfg
 }
 
 // ack is the result of one message, routed back to its batch.

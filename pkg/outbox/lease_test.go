@@ -172,7 +172,7 @@ func TestAStalledRelayCannotRecordRowsAnotherRelayNowHolds(t *testing.T) {
 			if ra.err != nil || ra.res.Dispatched != tc.aRecords {
 				t.Fatalf("A's late outcome: %+v, %v; want %d recorded", ra.res, ra.err, tc.aRecords)
 			}
-			if got := metricValue(t, regA, "paylab_outbox_lease_lost_total"); got != tc.aLeaseLost {
+			if got := metricValue(t, regA, "outbox_lease_lost_total"); got != tc.aLeaseLost {
 				t.Errorf("A's lease_lost_total = %v, want %v", got, tc.aLeaseLost)
 			}
 			close(releaseB)

@@ -40,7 +40,7 @@ func (r *Relay) listen(ctx context.Context) error {
 // connection fails; listening reports whether LISTEN succeeded.
 func (r *Relay) listenOnce(ctx context.Context) (listening bool, err error) {
 	cfg := r.pool.Config().ConnConfig.Copy()
-	cfg.RuntimeParams["application_name"] = "paylab-outbox-listener"
+	cfg.RuntimeParams["application_name"] = r.cfg.Table + "-listener"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return false, fmt.Errorf("connecting: %w", err)

@@ -24,7 +24,7 @@ func TestNotifyWakesTheRelayAndTheListenerReconnects(t *testing.T) {
 	})
 	listeners := func() int64 {
 		return queryInt(t, ctx, pool, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = 'paylab-outbox-listener'`)
+			WHERE datname = current_database() AND application_name = 'outbox-listener'`)
 	}
 	testenv.Eventually(t, 10*time.Second, "the listener connected", func() bool { return listeners() == 1 })
 	// An event committed before the LISTEN took effect is still found: the
@@ -33,11 +33,11 @@ func TestNotifyWakesTheRelayAndTheListenerReconnects(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the event published on NOTIFY", func() bool { return undispatched(t, ctx, pool) == 0 })
 
 	if n := queryInt(t, ctx, pool, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name = 'paylab-outbox-listener'`); n != 1 {
+		WHERE datname = current_database() AND application_name = 'outbox-listener'`); n != 1 {
 		t.Fatalf("terminated %d listener connections, want 1", n)
 	}
 	testenv.Eventually(t, 10*time.Second, "the listener reconnected", func() bool {
-		return metricValue(t, reg, "paylab_outbox_listener_reconnects_total") == 1 && listeners() == 1
+		return metricValue(t, reg, "outbox_listener_reconnects_total") == 1 && listeners() == 1
 	})
 	enqueue(t, ctx, pool, event(topic, "order-2", 1))
 	testenv.Eventually(t, 10*time.Second, "the event published on NOTIFY after the reconnect", func() bool {
@@ -62,7 +62,7 @@ func TestPollOnlyRelayDoesNotListen(t *testing.T) {
 		t.Errorf("%d statements other than the relay's queries (a LISTEN?), want none", n)
 	}
 	if n := queryInt(t, ctx, pool, `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name = 'paylab-outbox-listener'`); n != 0 {
+		WHERE datname = current_database() AND application_name = 'outbox-listener'`); n != 0 {
 		t.Errorf("%d listening connections, want none", n)
 	}
 }

@@ -62,7 +62,7 @@ func TestMeasureDrainRate(t *testing.T) {
 			took := time.Since(start)
 			batches := 0.0
 			for _, reg := range regs {
-				batches += metricValue(t, reg, "paylab_outbox_batch_size")
+				batches += metricValue(t, reg, "outbox_batch_size")
 			}
 			byName := counter.Counts()
 			statements := byName["ClaimBatch"] + byName["CompleteBatch"] + byName["RenewLeases"]

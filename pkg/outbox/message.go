@@ -28,7 +28,7 @@ const (
 
 // ProducerMessage encodes e as a Kafka message: key = aggregate id, CloudEvents
 // attributes as headers (source names the producing service, e.g.
-// "/paylab/orders"; ce_sequence only for an ordered event), e.Headers (such as traceparent) copied after them.
+// "/shop/carts"; ce_sequence only for an ordered event), e.Headers (such as traceparent) copied after them.
 func (e *Event) ProducerMessage(source string) *sarama.ProducerMessage {
 	// The keys and values are copied into one buffer, sliced per header: a
 	// relay builds one message per event, and 2 allocations per header

@@ -46,7 +46,7 @@ func NewNotifier(conn *pgx.ConnConfig, cfg Config, log *slog.Logger) (*Notifier,
 	if conn.RuntimeParams == nil {
 		conn.RuntimeParams = map[string]string{}
 	}
-	conn.RuntimeParams["application_name"] = "paylab-outbox-notifier"
+	conn.RuntimeParams["application_name"] = cfg.Table + "-notifier"
 	return &Notifier{conn: conn, channel: cfg.Channel, log: log, kick: make(chan struct{}, 1)}, nil
 }
 

@@ -24,7 +24,7 @@ func TestNotifyAfterCommitLeavesTheNotificationToTheNotifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { listener.Close(context.Background()) })
-	if _, err := listener.Exec(ctx, "LISTEN "+outbox.DefaultChannel); err != nil {
+	if _, err := listener.Exec(ctx, "LISTEN "+"outbox"); err != nil {
 		t.Fatal(err)
 	}
 	received := func(wait time.Duration) bool {
@@ -87,7 +87,7 @@ func TestNotifyAfterCommitLeavesTheNotificationToTheNotifier(t *testing.T) {
 	// Its connection killed, the notifier reconnects for the next round.
 	var killed int
 	if err := pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name = 'paylab-outbox-notifier'`).Scan(&killed); err != nil || killed != 1 {
+		WHERE datname = current_database() AND application_name = 'outbox-notifier'`).Scan(&killed); err != nil || killed != 1 {
 		t.Fatalf("terminated %d notifier connections (%v), want 1", killed, err)
 	}
 	n.Notify()

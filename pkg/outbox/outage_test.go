@@ -56,15 +56,15 @@ func TestKafkaOutageBacklogGrowsThenDrains(t *testing.T) {
 		commit(100+10*i, 10)
 	}
 	testenv.Eventually(t, 20*time.Second, "the backlog visible in the gauges", func() bool {
-		return metricValue(t, reg, "paylab_outbox_pending") == 100 &&
-			metricValue(t, reg, "paylab_outbox_oldest_pending_age_seconds") > 1
+		return metricValue(t, reg, "outbox_pending") == 100 &&
+			metricValue(t, reg, "outbox_oldest_pending_age_seconds") > 1
 	})
-	age := metricValue(t, reg, "paylab_outbox_oldest_pending_age_seconds")
+	age := metricValue(t, reg, "outbox_oldest_pending_age_seconds")
 	testenv.Eventually(t, 20*time.Second, "the oldest pending age growing", func() bool {
-		return metricValue(t, reg, "paylab_outbox_oldest_pending_age_seconds") > age+1
+		return metricValue(t, reg, "outbox_oldest_pending_age_seconds") > age+1
 	})
 	testenv.Eventually(t, 30*time.Second, "publish attempts failing", func() bool {
-		return metricValue(t, reg, "paylab_outbox_publish_errors_total", "kind", "transient") > 0
+		return metricValue(t, reg, "outbox_publish_errors_total", "kind", "transient") > 0
 	})
 	if n := undispatched(t, ctx, pool); n != 100 {
 		t.Fatalf("%d undispatched during the outage, want 100: something was marked without an ack", n)
@@ -76,8 +76,8 @@ func TestKafkaOutageBacklogGrowsThenDrains(t *testing.T) {
 	k.Start(t)
 	testenv.Eventually(t, 2*time.Minute, "the backlog drained", func() bool { return undispatched(t, ctx, pool) == 0 })
 	testenv.Eventually(t, 10*time.Second, "the gauges back to zero", func() bool {
-		return metricValue(t, reg, "paylab_outbox_pending") == 0 &&
-			metricValue(t, reg, "paylab_outbox_oldest_pending_age_seconds") == 0
+		return metricValue(t, reg, "outbox_pending") == 0 &&
+			metricValue(t, reg, "outbox_oldest_pending_age_seconds") == 0
 	})
 	onTopic := consumeAll(t, k.Brokers(), topic, len(all), len(all), time.Minute)
 	seen := map[string]bool{}
@@ -92,7 +92,7 @@ func TestKafkaOutageBacklogGrowsThenDrains(t *testing.T) {
 		}
 	}
 	t.Logf("all %d events on the topic after the outage (%v publish errors during it)",
-		len(all), metricValue(t, reg, "paylab_outbox_publish_errors_total", "kind", "transient"))
+		len(all), metricValue(t, reg, "outbox_publish_errors_total", "kind", "transient"))
 }
 
 // switchable fails every event while down (a broker outage as the relay
@@ -139,11 +139,11 @@ func TestBrokerOutageParksNothingAndDrainsPromptly(t *testing.T) {
 		RetryBackoff: 20 * time.Millisecond, RetryMaxBackoff: 10 * time.Second, OutageMaxBackoff: outageMax,
 		MaxAttempts: maxAttempts, Registerer: reg, Logger: testLogger(t),
 	})
-	outageBatches := func() float64 { return metricValue(t, reg, "paylab_outbox_outage_batches_total") }
+	outageBatches := func() float64 { return metricValue(t, reg, "outbox_outage_batches_total") }
 	testenv.Eventually(t, 30*time.Second, "many more outage batches than MaxAttempts", func() bool {
 		return outageBatches() >= 5*maxAttempts
 	})
-	if g := metricValue(t, reg, "paylab_outbox_broker_outage"); g != 1 {
+	if g := metricValue(t, reg, "outbox_broker_outage"); g != 1 {
 		t.Fatalf("broker_outage gauge = %v during the outage, want 1", g)
 	}
 	// The pause: at the cap, one probe batch per OutageMaxBackoff, although
@@ -190,7 +190,7 @@ func TestBrokerOutageParksNothingAndDrainsPromptly(t *testing.T) {
 		t.Fatalf("%d events with attempts ≠ 1: only the successful attempt should count", n)
 	}
 	testenv.Eventually(t, 5*time.Second, "the outage gauge back to 0", func() bool {
-		return metricValue(t, reg, "paylab_outbox_broker_outage") == 0
+		return metricValue(t, reg, "outbox_broker_outage") == 0
 	})
 	onTopic := consumeAll(t, testenv.Brokers(), topic, len(ids), len(ids), 30*time.Second)
 	seen := 0

@@ -56,7 +56,7 @@ func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 				FROM outbox WHERE dispatched_at IS NULL`).Scan(&pending, &leased, &backoff, &parked)
 			var published []float64
 			for _, reg := range regs {
-				published = append(published, metricValue(t, reg, "paylab_outbox_published_total"))
+				published = append(published, metricValue(t, reg, "outbox_published_total"))
 			}
 			rows, _ := pool.Query(ctx, `SELECT coalesce(application_name,''), state, coalesce(wait_event_type,''), coalesce(wait_event,''), (now() - query_start)::text || ' ' || left(query, 40) FROM pg_stat_activity WHERE datname = current_database()`)
 			for rows.Next() {
@@ -123,7 +123,7 @@ func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 		perRelay[names[0]]++
 	}
 	for i, reg := range regs {
-		reclaims += metricValue(t, reg, "paylab_outbox_lease_reclaims_total")
+		reclaims += metricValue(t, reg, "outbox_lease_reclaims_total")
 		if perRelay[fmt.Sprintf("relay-%d", i)] == 0 {
 			t.Logf("relay-%d published nothing", i)
 		}
@@ -274,7 +274,7 @@ func TestTwoStatementsPerBatch(t *testing.T) {
 		BatchSize: 100, Registerer: reg, Retention: -1, StatsInterval: time.Hour, Logger: testLogger(t),
 	})
 	testenv.Eventually(t, time.Minute, "the backlog drained", func() bool { return undispatched(t, ctx, pool) == 0 })
-	batches := int(metricValue(t, reg, "paylab_outbox_batch_size"))
+	batches := int(metricValue(t, reg, "outbox_batch_size"))
 	byName := counter.Counts()
 	claims, marks := byName["ClaimBatch"], byName["CompleteBatch"]
 	t.Logf("%d batches: %d claims, %d marks; all statements %v", batches, claims, marks, byName)

@@ -340,10 +340,10 @@ func TestWALRelayPublishesConcurrentCommitsInOrder(t *testing.T) {
 	if dupes := checkTopic(t, consumeAll(t, testenv.Brokers(), f.topic, len(ids), len(ids), time.Minute), ids, perOrder); dupes > 0 {
 		t.Errorf("%d duplicates without any failure", dupes)
 	}
-	if got := metricValue(t, reg, "paylab_outbox_published_total"); got != float64(total) {
+	if got := metricValue(t, reg, "outbox_published_total"); got != float64(total) {
 		t.Errorf("published_total = %v, want %d", got, total)
 	}
-	if got := metricValue(t, reg, "paylab_outbox_wal_active_reader"); got != 1 {
+	if got := metricValue(t, reg, "outbox_wal_active_reader"); got != 1 {
 		t.Errorf("wal_active_reader = %v, want 1", got)
 	}
 }
@@ -405,7 +405,7 @@ func TestWALRelayStandbyTakesOverFromAKilledReader(t *testing.T) {
 	startWALRelay(t, f, newKafkaPublisher(t, testenv.Brokers()), b)
 	// B stands by while A holds the lease.
 	waitFor(t, time.Minute, "A past a quarter of the backlog", func() bool { return dispatched(t, ctx, f.pool) >= n/4 })
-	if got := metricValue(t, regB, "paylab_outbox_wal_active_reader"); got != 0 {
+	if got := metricValue(t, regB, "outbox_wal_active_reader"); got != 0 {
 		t.Fatalf("standby B reports active_reader %v while A reads", got)
 	}
 	a.Kill(t)
@@ -415,7 +415,7 @@ func TestWALRelayStandbyTakesOverFromAKilledReader(t *testing.T) {
 	}
 
 	waitFor(t, 3*time.Minute, "B to drain the rest", func() bool { return dispatched(t, ctx, f.pool) == n })
-	if got := metricValue(t, regB, "paylab_outbox_wal_takeovers_total"); got != 1 {
+	if got := metricValue(t, regB, "outbox_wal_takeovers_total"); got != 1 {
 		t.Errorf("takeovers_total = %v, want 1", got)
 	}
 	byPartition := consumeAll(t, testenv.Brokers(), f.topic, n, n, 2*time.Minute)
@@ -456,7 +456,7 @@ func TestWALRelayResumesAfterTheReplicationConnectionIsKilled(t *testing.T) {
 		t.Fatal("the backlog was drained before the connection was killed: the test shows nothing")
 	}
 	waitFor(t, 3*time.Minute, "every event dispatched", func() bool { return dispatched(t, ctx, f.pool) == n })
-	if got := metricValue(t, reg, "paylab_outbox_wal_reconnects_total"); got < 1 {
+	if got := metricValue(t, reg, "outbox_wal_reconnects_total"); got < 1 {
 		t.Errorf("reconnects_total = %v, want ≥ 1", got)
 	}
 	dupes := checkTopic(t, consumeAll(t, testenv.Brokers(), f.topic, n, n, 2*time.Minute), ids, 0)

@@ -73,8 +73,8 @@ func TestWALRelayRecordsAnEventWhoseCommitBecomesVisibleAfterItWasPublished(t *t
 	// …and recorded by the relay (before the fix: a DELETE that found
 	// nothing, and a confirmed position) or held back until visible.
 	waitFor(t, time.Minute, "the relay to record the batch or wait for its commit", func() bool {
-		return metricValue(t, reg, "paylab_outbox_publish_latency_seconds") > 0 ||
-			metricValue(t, reg, "paylab_outbox_wal_invisible_commit_waits_total") > 0
+		return metricValue(t, reg, "outbox_publish_latency_seconds") > 0 ||
+			metricValue(t, reg, "outbox_wal_invisible_commit_waits_total") > 0
 	})
 	select {
 	case err := <-committed:

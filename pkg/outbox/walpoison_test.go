@@ -99,7 +99,7 @@ func TestWALRelayParksAnEventThatKeepsFailingAlone(t *testing.T) {
 		if t.Failed() {
 			t.Logf("at the end: %d parked, %d of %d dispatched; sends failed: lone %d, shared %d; outage batches %v",
 				parked(), dispatched(t, ctx, f.pool), len(published), sends.failures(lone.ID), sends.failures(shared.ID),
-				metricValue(t, reg, "paylab_outbox_outage_batches_total"))
+				metricValue(t, reg, "outbox_outage_batches_total"))
 		}
 	})
 	waitFor(t, 2*time.Minute, "the poison events and the events behind them parked, the rest published", func() bool {
@@ -120,7 +120,7 @@ func TestWALRelayParksAnEventThatKeepsFailingAlone(t *testing.T) {
 		// Each failure counted: parked at MaxAttempts, not sent again.
 		if n := sends.failures(e.ID); n != maxAttempts {
 			t.Errorf("%s failed %d times, want %d (MaxAttempts); %v stream reconnects", e.AggregateID, n, maxAttempts,
-				metricValue(t, reg, "paylab_outbox_wal_reconnects_total"))
+				metricValue(t, reg, "outbox_wal_reconnects_total"))
 		}
 	}
 	for _, e := range behind {
@@ -131,10 +131,10 @@ func TestWALRelayParksAnEventThatKeepsFailingAlone(t *testing.T) {
 			t.Errorf("%s #%d was sent behind its parked predecessor", e.AggregateID, e.Sequence)
 		}
 	}
-	if got := metricValue(t, reg, "paylab_outbox_outage_batches_total"); got != 0 {
+	if got := metricValue(t, reg, "outbox_outage_batches_total"); got != 0 {
 		t.Errorf("outage_batches_total = %v: a refused event was taken for a broker outage", got)
 	}
-	if got := metricValue(t, reg, "paylab_outbox_parked_total"); got != 5 {
+	if got := metricValue(t, reg, "outbox_parked_total"); got != 5 {
 		t.Errorf("parked_total = %v, want 5", got)
 	}
 	checkTopic(t, consumeAll(t, testenv.Brokers(), f.topic, len(published), len(published), time.Minute), published, 0)
@@ -192,14 +192,14 @@ func TestWALRelayBrokerOutageParksNothing(t *testing.T) {
 	parked := func() int64 {
 		return queryInt(t, ctx, f.pool, "SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL")
 	}
-	outageBatches := func() float64 { return metricValue(t, reg, "paylab_outbox_outage_batches_total") }
+	outageBatches := func() float64 { return metricValue(t, reg, "outbox_outage_batches_total") }
 	waitFor(t, time.Minute, "many more failed publishes than MaxAttempts (or events parked)", func() bool {
 		return outageBatches() >= 5*maxAttempts || parked() > 0
 	})
 	if n := parked(); n != 0 {
 		t.Fatalf("%d events parked by a broker outage", n)
 	}
-	if g := metricValue(t, reg, "paylab_outbox_broker_outage"); g != 1 {
+	if g := metricValue(t, reg, "outbox_broker_outage"); g != 1 {
 		t.Errorf("broker_outage = %v during the outage, want 1", g)
 	}
 	if n := dispatched(t, ctx, f.pool); n != orders {
@@ -212,7 +212,7 @@ func TestWALRelayBrokerOutageParksNothing(t *testing.T) {
 		t.Fatalf("%d events parked after the outage", n)
 	}
 	waitFor(t, 5*time.Second, "the outage gauge back to 0", func() bool {
-		return metricValue(t, reg, "paylab_outbox_broker_outage") == 0
+		return metricValue(t, reg, "outbox_broker_outage") == 0
 	})
 	checkTopic(t, consumeAll(t, testenv.Brokers(), f.topic, len(ids), len(ids), time.Minute), ids, perOrder)
 }

@@ -71,7 +71,7 @@ func withSetupLock(ctx context.Context, pool *pgxpool.Pool, cfg relayConfig, f f
 		return fmt.Errorf("outbox: setting up the WAL relay: %w", err)
 	}
 	defer conn.Release()
-	key := "paylab_outbox_wal:" + cfg.Slot
+	key := "outbox_wal_setup:" + cfg.Slot
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", key); err != nil {
 		return fmt.Errorf("outbox: locking the WAL setup: %w", err)
 	}

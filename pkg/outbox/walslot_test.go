@@ -100,7 +100,7 @@ func TestWALRelayLosesNothingWhenTheSlotIsDropped(t *testing.T) {
 			checkTopic(t, consumeAll(t, testenv.Brokers(), f.topic, len(ids), len(ids), time.Minute), ids, perOrder)
 			// Recreated by the reader, the hand-over publishes the gap; behind
 			// its back, only the sweep can.
-			if swept := metricValue(t, reg, "paylab_outbox_wal_swept_total"); recreate != (swept > 0) {
+			if swept := metricValue(t, reg, "outbox_wal_swept_total"); recreate != (swept > 0) {
 				t.Errorf("wal_swept_total = %v with the slot recreated outside the relay: %v", swept, recreate)
 			}
 		})

@@ -14,13 +14,13 @@ import (
 )
 
 const (
-	slotRetained = "paylab_outbox_wal_slot_retained_wal_bytes"
-	slotLag      = "paylab_outbox_wal_slot_lag_bytes"
-	slotStatus   = "paylab_outbox_wal_slot_wal_status"
-	slotExists   = "paylab_outbox_wal_slot_exists"
-	slotActive   = "paylab_outbox_wal_slot_active"
-	slotSafeSize = "paylab_outbox_wal_slot_safe_wal_size_bytes"
-	activeReader = "paylab_outbox_wal_active_reader"
+	slotRetained = "outbox_wal_slot_retained_wal_bytes"
+	slotLag      = "outbox_wal_slot_lag_bytes"
+	slotStatus   = "outbox_wal_slot_wal_status"
+	slotExists   = "outbox_wal_slot_exists"
+	slotActive   = "outbox_wal_slot_active"
+	slotSafeSize = "outbox_wal_slot_safe_wal_size_bytes"
+	activeReader = "outbox_wal_active_reader"
 )
 
 var walStatuses = []string{"reserved", "extended", "unreserved", "lost"}

@@ -37,7 +37,7 @@ func TestWALRelayStopsWithoutErrors(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- r.Run(rctx) }()
 		waitFor(t, time.Minute, "the relay reading", func() bool {
-			return metricValue(t, reg, "paylab_outbox_wal_active_reader") == 1
+			return metricValue(t, reg, "outbox_wal_active_reader") == 1
 		})
 		for k := range i * 5 {
 			enqueue(t, ctx, f.pool, event(f.topic, fmt.Sprintf("order-%d-%d", i, k), 1))

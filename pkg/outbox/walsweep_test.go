@@ -42,7 +42,7 @@ func TestWALRelaySweepPublishesEventsTheStreamPassed(t *testing.T) {
 	waitFor(t, time.Minute, "every event published", func() bool { return dispatched(t, ctx, f.pool) == 3 })
 	ids := map[string]bool{first.ID.String(): true, passed.ID.String(): true, last.ID.String(): true}
 	checkTopic(t, consumeAll(t, testenv.Brokers(), f.topic, len(ids), len(ids), time.Minute), ids, 0)
-	if got := metricValue(t, reg, "paylab_outbox_wal_swept_total"); got != 1 {
+	if got := metricValue(t, reg, "outbox_wal_swept_total"); got != 1 {
 		t.Errorf("wal_swept_total = %v, want 1", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/internal/platform/telemetry"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
@@ -50,7 +51,7 @@ func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err er
 	}
 	defer pool.Close()
 	reg := prometheus.NewRegistry()
-	cfg := outbox.WALConfig{ID: "bench-wal-relay", Slot: "paylab_bench_" + e.run + "_" + stage, Registerer: reg}
+	cfg := outbox.WALConfig{ID: "bench-wal-relay", MetricPrefix: telemetry.OutboxMetricPrefix, Slot: "paylab_bench_" + e.run + "_" + stage, Registerer: reg}
 	e.mu.Lock()
 	e.slots = append(e.slots, cfg.Slot) // dropped by close, should this drain not get to it
 	e.mu.Unlock()
@@ -81,7 +82,7 @@ func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err er
 	stop := func() error { cancel(); return <-done }
 	var end time.Time
 	for {
-		got, err := gathered(reg, "paylab_outbox_published_total")
+		got, err := gathered(reg, telemetry.OutboxMetricPrefix+"_published_total")
 		if err != nil {
 			return res, errors.Join(err, stop())
 		}

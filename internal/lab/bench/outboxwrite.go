@@ -112,7 +112,7 @@ func (e *env) outboxWrite(ctx context.Context, s Sizes, name string, c, round in
 		<-listened
 		listener.Close(context.WithoutCancel(ctx))
 	}()
-	if _, err := listener.Exec(ctx, "LISTEN "+outbox.DefaultChannel); err != nil {
+	if _, err := listener.Exec(ctx, "LISTEN "+outbox.DefaultTable); err != nil {
 		close(listened)
 		return CaptureResult{}, err
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/paylab/paylab/pkg/outbox"
 )
 
 // Version is the Kafka protocol version paylab speaks. Kafka 4 removed the
@@ -49,8 +51,9 @@ func ProducerConfig(clientID string) *sarama.Config {
 // the lease TTL), so an unacknowledged send is not still retried by the
 // producer when another relay takes the event over.
 func RelayProducerConfig(clientID string, leaseTTL time.Duration) *sarama.Config {
-	cfg := ProducerConfig(clientID)
-	cfg.Producer.Timeout = min(10*time.Second, leaseTTL/4)
+	cfg := outbox.KafkaProducerConfig(leaseTTL)
+	cfg.Version = Version
+	cfg.ClientID = clientID
 	return cfg
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/chaos"
 	"github.com/paylab/paylab/internal/platform/process"
+	"github.com/paylab/paylab/internal/platform/telemetry"
 	"github.com/paylab/paylab/pkg/inbox"
 )
 
@@ -65,7 +66,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, spec Spec) (*Servic
 	ic.Disabled = !cfg.InboxEnabled
 	ic.MaxAttempts, ic.Retention = cfg.InboxMaxAttempts, cfg.InboxRetention
 	ic.Sarama, ic.ProducerSarama = broker.Config(spec.Name), broker.ProducerConfig(spec.Name)
-	ic.Logger, ic.Registerer = log, reg
+	ic.Logger, ic.Registerer, ic.MetricPrefix = log, reg, telemetry.InboxMetricPrefix
 	if spec.Fault != nil && spec.AfterCommitPoint != "" {
 		ic.AfterCommit = func(ctx context.Context, _ inbox.Message, outcome inbox.Outcome) error {
 			if outcome != inbox.Processed {

@@ -25,6 +25,14 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 )
 
+// The metric prefixes of paylab's outbox relays and inbox consumers
+// (outbox.Config.MetricPrefix, inbox.Config.MetricPrefix): the dashboards
+// and alert rules (deploy/) use them.
+const (
+	OutboxMetricPrefix = "paylab_outbox"
+	InboxMetricPrefix  = "paylab_inbox"
+)
+
 // ShutdownTimeout bounds the flush of the spans still buffered at exit.
 const ShutdownTimeout = 5 * time.Second
 

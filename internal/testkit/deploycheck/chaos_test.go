@@ -16,6 +16,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/paylab/paylab/internal/lab/chaosrun"
+	"github.com/paylab/paylab/pkg/outbox"
 )
 
 func env(svc types.ServiceConfig, key string) string {
@@ -184,7 +185,11 @@ func TestChaosDefaultsMatchCompose(t *testing.T) {
 			}
 		}
 	}
-	ttl, err := time.ParseDuration(orders["RELAY_LEASE_TTL"])
+	// Unset, RELAY_LEASE_TTL is the library's default.
+	ttl, err := outbox.DefaultLeaseTTL, error(nil)
+	if v := orders["RELAY_LEASE_TTL"]; v != "" {
+		ttl, err = time.ParseDuration(v)
+	}
 	if cfg.Topic != orders["ORDERS_TOPIC"] || err != nil || cfg.LeaseTTL != ttl {
 		t.Errorf("topic %q and lease TTL %s defaults differ from the services' %q and %q",
 			cfg.Topic, cfg.LeaseTTL, orders["ORDERS_TOPIC"], orders["RELAY_LEASE_TTL"])

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/internal/platform/httpmetrics"
+	"github.com/paylab/paylab/internal/platform/telemetry"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/pkg/outbox"
 )
@@ -56,14 +57,14 @@ func exported(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := outbox.NewRelay(pool, nil, outbox.RelayConfig{Registerer: rec}); err != nil {
+	if _, err := outbox.NewRelay(pool, nil, outbox.RelayConfig{MetricPrefix: telemetry.OutboxMetricPrefix, Registerer: rec}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := outbox.NewWALRelay(pool, "postgres://nobody@127.0.0.1:1/none", nil, outbox.WALConfig{Registerer: rec}); err != nil {
+	if _, err := outbox.NewWALRelay(pool, "postgres://nobody@127.0.0.1:1/none", nil, outbox.WALConfig{MetricPrefix: telemetry.OutboxMetricPrefix, Registerer: rec}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = inbox.NewRunner(pool, inbox.Config{
-		Brokers: []string{"127.0.0.1:1"}, Topic: "t", Group: "g", Registerer: rec,
+		Brokers: []string{"127.0.0.1:1"}, Topic: "t", Group: "g", Registerer: rec, MetricPrefix: telemetry.InboxMetricPrefix,
 		Handlers: map[string]inbox.Handler{"OrderCaptured": func(context.Context, pgx.Tx, inbox.Message) error { return nil }},
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/envconfig"
+	"github.com/paylab/paylab/internal/platform/telemetry"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
@@ -165,6 +166,7 @@ func (c Config) leaseTTL() time.Duration {
 // RelayConfig is the polling relay's library configuration, logging to log.
 func (c Config) RelayConfig(log *slog.Logger) outbox.RelayConfig {
 	return outbox.RelayConfig{
+		MetricPrefix:      telemetry.OutboxMetricPrefix,
 		ID:                c.RelayID,
 		BatchSize:         c.BatchSize,
 		LeaseTTL:          c.LeaseTTL,
@@ -185,6 +187,7 @@ func (c Config) RelayConfig(log *slog.Logger) outbox.RelayConfig {
 // WALConfig is the WAL relay's library configuration, logging to log.
 func (c Config) WALConfig(log *slog.Logger) outbox.WALConfig {
 	return outbox.WALConfig{
+		MetricPrefix:      telemetry.OutboxMetricPrefix,
 		ID:                c.RelayID,
 		Slot:              c.Slot,
 		Publication:       c.Publication,
