@@ -65,9 +65,9 @@ type Config struct {
 	// batch, and with single events alone.
 	BatchHandler BatchHandler
 
-	// Disabled turns the inbox off: no dedupe, no ordering, every delivery
-	// runs its handler. It exists to demonstrate what the inbox prevents.
-	Disabled bool
+	// Unsafe holds switches that break a guarantee, to show what it
+	// protects. Leave it zero.
+	Unsafe Unsafe
 
 	// BatchSize bounds how many messages of a partition, already fetched and
 	// waiting, are processed in one transaction (one commit and a fixed
@@ -83,13 +83,14 @@ type Config struct {
 
 	MaxAttempts     int           // handler attempts before dead-lettering; default 5
 	RetryBackoff    time.Duration // first retry delay, doubled each time; default 100ms
-	MaxRetryBackoff time.Duration // cap of the retry delay; default 2s
+	RetryMaxBackoff time.Duration // cap of the retry delay; default 2s
 	HandlerTimeout  time.Duration // deadline of one attempt; default 10s
 
 	// Retention is how long processed inbox rows are kept (measured on the
 	// database clock). It must exceed the longest replay horizon (Kafka's
 	// retention): a duplicate older than the window is not recognised by its
-	// event id. Zero keeps rows forever.
+	// event id. Default 14 days (twice Kafka's default retention); negative
+	// keeps rows forever.
 	Retention         time.Duration
 	RetentionInterval time.Duration // how often to prune; default 1m
 	RetentionBatch    int           // rows deleted per statement; default 1000
@@ -121,14 +122,23 @@ type Config struct {
 	Registerer prometheus.Registerer // metrics; default: a private registry
 }
 
+// Unsafe switches break a guarantee of the inbox. They exist for
+// demonstrations and fault tests; production code leaves them unset.
+type Unsafe struct {
+	// Disabled turns the inbox off: no dedupe, no ordering, every delivery
+	// runs its handler.
+	Disabled bool
+}
+
 // Defaults.
 const (
 	DefaultTable             = "inbox"
 	DefaultBatchSize         = 1
 	DefaultMaxAttempts       = 5
 	DefaultRetryBackoff      = 100 * time.Millisecond
-	DefaultMaxRetryBackoff   = 2 * time.Second
+	DefaultRetryMaxBackoff   = 2 * time.Second
 	DefaultHandlerTimeout    = 10 * time.Second
+	DefaultRetention         = 14 * 24 * time.Hour
 	DefaultRetentionInterval = time.Minute
 	DefaultRetentionBatch    = 1000
 	DefaultSweepInterval     = 5 * time.Second
@@ -150,8 +160,9 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	set(&out.RetryBackoff, DefaultRetryBackoff)
-	set(&out.MaxRetryBackoff, DefaultMaxRetryBackoff)
+	set(&out.RetryMaxBackoff, DefaultRetryMaxBackoff)
 	set(&out.HandlerTimeout, DefaultHandlerTimeout)
+	set(&out.Retention, DefaultRetention)
 	set(&out.RetentionInterval, DefaultRetentionInterval)
 	set(&out.SweepInterval, DefaultSweepInterval)
 	if out.BatchSize == 0 {
@@ -185,41 +196,47 @@ func (c *Config) withNames() {
 // metricPrefix is what Config.MetricPrefix accepts.
 var metricPrefix = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
 
-// Validate reports the first invalid setting: a required field missing
+// Validate reports every invalid setting: a required field missing
 // (Brokers, Topic, Group, Handlers, which NewRunner needs) or a value that
 // cannot work.
 func (c Config) Validate() error {
-	switch {
-	case len(c.Brokers) == 0:
-		return errors.New("inbox: Brokers is empty")
-	case c.Topic == "":
-		return errors.New("inbox: Topic is empty")
-	case c.Group == "":
-		return errors.New("inbox: Group is empty")
-	case len(c.Handlers) == 0:
-		return errors.New("inbox: no Handlers")
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("inbox: Brokers is empty"))
 	}
-	return c.validateOptional()
+	if c.Topic == "" {
+		errs = append(errs, errors.New("inbox: Topic is empty"))
+	}
+	if c.Group == "" {
+		errs = append(errs, errors.New("inbox: Group is empty"))
+	}
+	if len(c.Handlers) == 0 {
+		errs = append(errs, errors.New("inbox: no Handlers"))
+	}
+	return errors.Join(append(errs, c.validateOptional())...)
 }
 
 // validateOptional checks the fields that have defaults.
 func (c Config) validateOptional() error {
 	c.withNames()
+	var errs []error
 	if err := validateTable(c.Table); err != nil {
-		return fmt.Errorf("inbox: %w", err)
+		errs = append(errs, fmt.Errorf("inbox: %w", err))
 	}
 	if !metricPrefix.MatchString(c.MetricPrefix) {
-		return fmt.Errorf("inbox: metric prefix %q is not a Prometheus metric name", c.MetricPrefix)
+		errs = append(errs, fmt.Errorf("inbox: metric prefix %q is not a Prometheus metric name", c.MetricPrefix))
 	}
-	switch {
-	case c.BatchSize < 0:
-		return fmt.Errorf("inbox: BatchSize %d is negative", c.BatchSize)
-	case c.MaxAttempts < 0:
-		return fmt.Errorf("inbox: MaxAttempts %d is negative", c.MaxAttempts)
-	case c.Retention < 0:
-		return fmt.Errorf("inbox: Retention %s is negative", c.Retention)
-	case c.RetryBackoff < 0 || c.MaxRetryBackoff < 0 || c.HandlerTimeout < 0:
-		return errors.New("inbox: negative durations are not allowed")
+	if c.BatchSize < 0 {
+		errs = append(errs, fmt.Errorf("inbox: BatchSize %d is negative", c.BatchSize))
 	}
-	return nil
+	if c.MaxAttempts < 0 {
+		errs = append(errs, fmt.Errorf("inbox: MaxAttempts %d is negative", c.MaxAttempts))
+	}
+	if c.RetryBackoff < 0 || c.RetryMaxBackoff < 0 || c.HandlerTimeout < 0 || c.RetentionInterval < 0 || c.SweepInterval < 0 {
+		errs = append(errs, errors.New("inbox: negative durations are not allowed (but for Retention)"))
+	}
+	if c.RetentionBatch < 0 {
+		errs = append(errs, fmt.Errorf("inbox: RetentionBatch %d is negative", c.RetentionBatch))
+	}
+	return errors.Join(errs...)
 }

@@ -61,7 +61,7 @@ func (e *engine) deadLetter(ctx context.Context, msg Message, reason string, cau
 	for {
 		duplicate := false
 		err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
-			if !e.cfg.Disabled && msg.ID != uuid.Nil {
+			if !e.cfg.Unsafe.Disabled && msg.ID != uuid.Nil {
 				q := e.queries(tx)
 				status, err := q.Status(ctx, msg.ID)
 				switch {
@@ -79,7 +79,7 @@ func (e *engine) deadLetter(ctx context.Context, msg Message, reason string, cau
 			if e.dlq == nil {
 				return nil
 			}
-			return e.dlq.send(ctx, msg, reason, cause)
+			return e.dlq(ctx, msg, reason, cause)
 		})
 		if err == nil {
 			if duplicate {
@@ -102,6 +102,6 @@ func (e *engine) deadLetter(ctx context.Context, msg Message, reason string, cau
 		if err := sleep(ctx, backoff); err != nil {
 			return "", err
 		}
-		backoff = min(2*backoff, e.cfg.MaxRetryBackoff)
+		backoff = min(2*backoff, e.cfg.RetryMaxBackoff)
 	}
 }

@@ -70,7 +70,7 @@
 //
 // # Retention
 //
-// Processed rows are deleted after Config.Retention, in bounded batches
+// Processed rows are deleted after Config.Retention (default 14 days), in bounded batches
 // (Prune). The window must exceed the longest replay horizon (Kafka's log
 // retention, and any offset reset an operator might do): a duplicate
 // delivered after its row was pruned would not be recognised by its id.
@@ -89,9 +89,17 @@
 // span of its own (AttrDrained), a child of the context stored with it. The
 // tracer is named TracerName.
 //
+// # Other sources
+//
+// NewProcessor runs the same steps on messages from any source (a queue
+// other than Kafka, a webhook, a consumer of your own): Process or
+// ProcessBatch each message, then acknowledge it to its source; Sweep every
+// few seconds; a DeadLetterFunc of your own receives the poison messages.
+// The Runner is a Processor fed by a consumer group.
+//
 // # Turning it off
 //
-// Config.Disabled runs each delivery's handler with no inbox at all. It
+// Config.Unsafe.Disabled runs each delivery's handler with no inbox at all. It
 // exists only to demonstrate that duplicates then produce duplicate effects.
 //
 // # Schema and configuration

@@ -78,7 +78,7 @@ func (e *engine) drain(ctx context.Context, aggregate string) error {
 		if err := sleep(ctx, backoff); err != nil {
 			return err
 		}
-		backoff = min(2*backoff, e.cfg.MaxRetryBackoff)
+		backoff = min(2*backoff, e.cfg.RetryMaxBackoff)
 	}
 }
 

@@ -14,11 +14,6 @@ import (
 	"github.com/paylab/paylab/pkg/inbox/internal/inboxdb"
 )
 
-// deadLetterer sends a poison message to the dead-letter topic.
-type deadLetterer interface {
-	send(ctx context.Context, msg Message, reason string, cause error) error
-}
-
 // engine is the database side of the inbox: record, dedupe, order, apply,
 // fail. It knows nothing of consumer groups.
 type engine struct {
@@ -26,7 +21,7 @@ type engine struct {
 	cfg  Config
 	m    *metrics
 	log  *slog.Logger
-	dlq  deadLetterer // nil in Redrive: failures are recorded, not published
+	dlq  DeadLetterFunc // nil in Redrive: failures are recorded, not published
 	sql  *sync.Map    // the queries rendered for cfg.Table (schema.go)
 }
 
@@ -75,7 +70,7 @@ func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
 		if err := sleep(ctx, backoff); err != nil {
 			return "", err
 		}
-		backoff = min(2*backoff, e.cfg.MaxRetryBackoff)
+		backoff = min(2*backoff, e.cfg.RetryMaxBackoff)
 	}
 }
 

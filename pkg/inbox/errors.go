@@ -14,6 +14,8 @@ var (
 	ErrNotFailed = errors.New("inbox: event is not failed")
 	// ErrUnknownType marks an event type without a handler.
 	ErrUnknownType = errors.New("inbox: no handler for event type")
+	// ErrPermanent is what every error made by Permanent is (errors.Is).
+	ErrPermanent = errors.New("inbox: permanent failure")
 )
 
 // Reasons a message is dead-lettered (the dlq_reason header; a metric label).
@@ -26,11 +28,13 @@ const (
 
 type permanentError struct{ err error }
 
-func (e permanentError) Error() string { return e.err.Error() }
-func (e permanentError) Unwrap() error { return e.err }
+func (e permanentError) Error() string        { return e.err.Error() }
+func (e permanentError) Unwrap() error        { return e.err }
+func (e permanentError) Is(target error) bool { return target == ErrPermanent }
 
 // Permanent wraps a handler error that retrying cannot fix (say, a payload
-// that does not parse): the event is dead-lettered at once.
+// that does not parse): the event is dead-lettered at once. The result is
+// ErrPermanent (errors.Is) and still wraps err; Permanent(nil) is nil.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
@@ -38,11 +42,8 @@ func Permanent(err error) error {
 	return permanentError{err}
 }
 
-// IsPermanent reports whether err was wrapped by Permanent.
-func IsPermanent(err error) bool {
-	var p permanentError
-	return errors.As(err, &p)
-}
+// IsPermanent reports whether err is, or wraps, ErrPermanent.
+func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 
 // handlerError marks an error returned by a handler, as opposed to a failure
 // of the inbox's own database work (which is retried without limit: a

@@ -31,7 +31,7 @@ func TestDuplicateDeliveriesHaveOneEffect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
-			r := f.start(f.config(func(c *inbox.Config) { c.Disabled = tc.disabled }))
+			r := f.start(f.config(func(c *inbox.Config) { c.Unsafe.Disabled = tc.disabled }))
 			e := event("ord-1", 1, "OrderCaptured")
 			for range 5 {
 				f.publish(e)
@@ -244,7 +244,7 @@ func TestAfterCommitErrorDeliversTheMessageAgain(t *testing.T) {
 				done     atomic.Bool
 			)
 			r := f.start(f.config(func(c *inbox.Config) {
-				c.Disabled = tc.disabled
+				c.Unsafe.Disabled = tc.disabled
 				c.AfterCommit = func(_ context.Context, msg inbox.Message, outcome inbox.Outcome) error {
 					if msg.ID == second.ID {
 						done.Store(true)

@@ -13,8 +13,8 @@ import (
 // Prune deletes processed rows of cfg's inbox table (Config.Table) older
 // than cfg.Retention (on the database clock), cfg.RetentionBatch rows per
 // statement so no statement holds many locks or builds a long transaction,
-// until none are left. Received and failed rows are never pruned; a zero
-// Retention keeps every row. It returns the number of rows deleted.
+// until none are left. Received and failed rows are never pruned; a
+// negative Retention keeps every row. It returns the number of rows deleted.
 //
 // The trade-off: a duplicate delivered after its row was pruned is not
 // recognised by its event id. Keep retention longer than the longest replay

@@ -14,7 +14,8 @@ import (
 )
 
 // Runner consumes a topic as a member of a consumer group and feeds every
-// message through the inbox to its Handler.
+// message through the inbox to its Handler: a Processor fed by Kafka, with
+// a dead-letter topic.
 //
 // Processing is inline, in the partition's claim goroutine: record, apply and
 // mark processed in one transaction, then mark the offset. Offsets are only
@@ -24,7 +25,7 @@ import (
 type Runner struct {
 	cfg   Config
 	pool  *pgxpool.Pool
-	eng   *engine
+	proc  *Processor
 	m     *metrics
 	ready atomic.Bool
 }
@@ -39,9 +40,8 @@ func NewRunner(pool *pgxpool.Pool, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inbox: registering metrics: %w", err)
 	}
-	r := &Runner{cfg: cfg, pool: pool, m: m}
-	r.eng = newEngine(pool, cfg, m)
-	return r, nil
+	// Run sets the dead-letter producer once it has one.
+	return &Runner{cfg: cfg, pool: pool, m: m, proc: newProcessor(pool, cfg, m, nil)}, nil
 }
 
 // Counts returns a snapshot of the Runner's counters.
@@ -60,7 +60,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("inbox: starting the dead-letter producer: %w", err)
 	}
 	defer func() { err = errors.Join(err, producer.Close()) }()
-	r.eng.dlq = &deadLetterProducer{producer: producer, topic: r.cfg.DeadLetterTopic, group: r.cfg.Group}
+	r.proc.eng.dlq = (&deadLetterProducer{producer: producer, topic: r.cfg.DeadLetterTopic, group: r.cfg.Group}).send
 
 	group, err := sarama.NewConsumerGroup(r.cfg.Brokers, r.cfg.Group, consumerCfg)
 	if err != nil {
@@ -70,8 +70,8 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.consume(ctx, group) })
-	if !r.cfg.Disabled {
-		g.Go(func() error { return r.every(ctx, r.cfg.SweepInterval, "sweeping parked events", r.eng.sweep) })
+	if !r.cfg.Unsafe.Disabled {
+		g.Go(func() error { return r.every(ctx, r.cfg.SweepInterval, "sweeping parked events", r.proc.Sweep) })
 		if r.cfg.Retention > 0 {
 			g.Go(func() error { return r.every(ctx, r.cfg.RetentionInterval, "pruning the inbox", r.prune) })
 		}
@@ -203,17 +203,17 @@ func (r *Runner) handle(ctx context.Context, kms []*sarama.ConsumerMessage) ([]O
 		msgs[i], errs[i] = Decode(km)
 		decoded = decoded && errs[i] == nil
 	}
-	if decoded && len(msgs) > 1 {
-		return r.eng.deliverBatch(ctx, msgs)
+	if decoded {
+		return r.proc.ProcessBatch(ctx, msgs)
 	}
 	outcomes := make([]Outcome, len(msgs))
 	for i, msg := range msgs {
 		var err error
 		if errs[i] != nil {
 			r.m.failed.WithLabelValues(ReasonUndecodable).Inc()
-			outcomes[i], err = r.eng.deadLetter(ctx, msg, ReasonUndecodable, errs[i], 1)
+			outcomes[i], err = r.proc.eng.deadLetter(ctx, msg, ReasonUndecodable, errs[i], 1)
 		} else {
-			outcomes[i], err = r.eng.deliver(ctx, msg)
+			outcomes[i], err = r.proc.Process(ctx, msg)
 		}
 		if err != nil {
 			return nil, err

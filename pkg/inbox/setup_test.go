@@ -70,7 +70,7 @@ func (f *fixture) config(mut ...func(*inbox.Config)) inbox.Config {
 		DeadLetterTopic: f.dlq,
 		Handlers:        map[string]inbox.Handler{"OrderCaptured": recordEffect, "OrderRefunded": recordEffect},
 		RetryBackoff:    10 * time.Millisecond,
-		MaxRetryBackoff: 50 * time.Millisecond,
+		RetryMaxBackoff: 50 * time.Millisecond,
 		SweepInterval:   200 * time.Millisecond,
 		Sarama:          broker.Config("paylab-test"),
 		ProducerSarama:  broker.ProducerConfig("paylab-test"),

@@ -30,7 +30,7 @@ import (
 // parked and can be applied once tx committed (drain). With the inbox off it
 // only runs the handlers.
 func (e *engine) step(ctx context.Context, tx pgx.Tx, msgs []Message) ([]Outcome, []string, error) {
-	if e.cfg.Disabled {
+	if e.cfg.Unsafe.Disabled {
 		outcomes := make([]Outcome, len(msgs))
 		for i, msg := range msgs {
 			if _, ok := e.cfg.Handlers[msg.Type]; !ok {

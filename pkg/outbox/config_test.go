@@ -73,6 +73,24 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// Permanent, ErrPermanent and IsPermanent mean what they mean in package
+// inbox.
+func TestPermanent(t *testing.T) {
+	t.Parallel()
+	if Permanent(nil) != nil {
+		t.Fatal("Permanent(nil) is not nil")
+	}
+	cause := errors.New("message too large")
+	err := Permanent(cause)
+	if !errors.Is(err, ErrPermanent) || !IsPermanent(err) || !errors.Is(err, cause) {
+		t.Fatalf("Permanent(%v) = %v: Is ErrPermanent %t, IsPermanent %t, wraps the cause %t",
+			cause, err, errors.Is(err, ErrPermanent), IsPermanent(err), errors.Is(err, cause))
+	}
+	if IsPermanent(cause) {
+		t.Fatal("a plain error is permanent")
+	}
+}
+
 func TestClassifyPublishErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // Publisher sends a batch of events to the broker and waits for the
@@ -19,11 +18,28 @@ type Publisher interface {
 	Publish(ctx context.Context, events []Event) []error
 }
 
-// ErrPermanent marks publish errors that retrying cannot fix.
+// ErrPermanent is what every error made by Permanent is (errors.Is): a
+// publish failure that retrying cannot fix.
 var ErrPermanent = errors.New("permanent publish failure")
 
-// Permanent wraps err so that errors.Is(err, ErrPermanent) holds.
-func Permanent(err error) error { return fmt.Errorf("%w: %w", ErrPermanent, err) }
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string        { return ErrPermanent.Error() + ": " + e.err.Error() }
+func (e permanentError) Unwrap() error        { return e.err }
+func (e permanentError) Is(target error) bool { return target == ErrPermanent }
+
+// Permanent wraps a publish error that retrying cannot fix (a message too
+// large, say): the relay parks the event at once. The result is
+// ErrPermanent (errors.Is) and still wraps err; Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err is, or wraps, ErrPermanent.
+func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 
 // PublisherFunc adapts a function to the Publisher interface.
 type PublisherFunc func(ctx context.Context, events []Event) []error

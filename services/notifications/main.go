@@ -81,7 +81,7 @@ func open(ctx context.Context, cfg config, log *slog.Logger, fault consumersvc.F
 			BatchSize: 1,
 			// An unreachable SMTP server is retried for about half a minute
 			// before the receipt is dead-lettered.
-			MaxRetryBackoff: 10 * time.Second,
+			RetryMaxBackoff: 10 * time.Second,
 			HandlerTimeout:  cfg.SMTPTimeout + 5*time.Second,
 		},
 		Fault:            fault,

@@ -63,8 +63,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, spec Spec) (*Servic
 	ic := spec.Inbox
 	ic.Brokers = broker.SplitBrokers(cfg.KafkaBrokers)
 	ic.Topic, ic.Group, ic.DeadLetterTopic = cfg.OrdersTopic, cfg.ConsumerGroup, cfg.DeadLetterTopic
-	ic.Disabled = !cfg.InboxEnabled
+	ic.Unsafe.Disabled = !cfg.InboxEnabled
 	ic.MaxAttempts, ic.Retention = cfg.InboxMaxAttempts, cfg.InboxRetention
+	if ic.Retention == 0 {
+		ic.Retention = -1 // INBOX_RETENTION=0 keeps rows forever
+	}
 	ic.Sarama, ic.ProducerSarama = broker.Config(spec.Name), broker.ProducerConfig(spec.Name)
 	ic.Logger, ic.Registerer, ic.MetricPrefix = log, reg, telemetry.InboxMetricPrefix
 	if spec.Fault != nil && spec.AfterCommitPoint != "" {
