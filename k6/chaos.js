@@ -1,8 +1,9 @@
 // k6 chaos run: payments at a constant rate while faults are flipped over the
 // services' admin APIs and a relay is killed (compose brings it back).
 //
-//   docker compose --profile load run --rm k6 run /scripts/chaos.js
+//   docker compose --profile load run --rm -e API_KEY="$PAYLAB_API_KEY" k6 run /scripts/chaos.js
 //
+// API_KEY is a merchant's API key (paylab init prints the demo merchant's).
 // It needs the deployment's chaos controls: CHAOS_ENABLED=true and a
 // CHAOS_TOKEN of your own in .env (compose passes the token to k6).
 //
@@ -17,6 +18,8 @@ const RELAY_ADMIN = __ENV.RELAY_ADMIN || 'http://relay:9081';
 const LEDGER_ADMIN = __ENV.LEDGER_ADMIN || 'http://ledger:9082';
 const TOKEN = __ENV.CHAOS_TOKEN || '';
 const RATE = parseInt(__ENV.RATE || '50', 10);
+const API_KEY = __ENV.API_KEY || '';
+const MERCHANT_ID = __ENV.MERCHANT_ID || '';
 const CURRENCIES = ['EUR', 'USD', 'GBP', 'JPY'];
 
 export const options = {
@@ -49,18 +52,24 @@ export function setup() {
   if (!TOKEN) {
     throw new Error('CHAOS_TOKEN is not set: set CHAOS_ENABLED=true and CHAOS_TOKEN in .env, then docker compose up -d');
   }
+  if (!API_KEY) {
+    throw new Error('API_KEY is not set: pass a merchant API key with -e API_KEY=... (paylab init prints the demo key)');
+  }
   return { run: `${Date.now()}-${Math.floor(Math.random() * 1e9)}` };
 }
 
 export function payments(data) {
-  const body = JSON.stringify({
+  const payment = {
     customer_id: `cus_${Math.floor(Math.random() * 1000)}`,
-    merchant_id: `mer_${Math.floor(Math.random() * 50)}`,
     amount: 100 + Math.floor(Math.random() * 49900),
     currency: CURRENCIES[Math.floor(Math.random() * CURRENCIES.length)],
-  });
+  };
+  if (MERCHANT_ID) {
+    payment.merchant_id = MERCHANT_ID; // else the key's merchant
+  }
+  const body = JSON.stringify(payment);
   const res = http.post(`${BASE_URL}/v1/payments`, body, {
-    headers: { 'Content-Type': 'application/json', 'Idempotency-Key': `k6-chaos-${data.run}-${exec.scenario.iterationInTest}` },
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${API_KEY}`, 'Idempotency-Key': `k6-chaos-${data.run}-${exec.scenario.iterationInTest}` },
     tags: { name: 'POST /v1/payments' },
   });
   check(res, { 'captured or cleanly refused': (r) => r.status === 201 || r.status === 503 });

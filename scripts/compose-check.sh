@@ -100,13 +100,23 @@ api=$(published orders 8080)
 ledger=$(published ledger 8082)
 mailpit=$(published mailpit 8025)
 
+step "an API key of $merchant (paylab keys create, in the init image)"
+# init printed the demo merchant's key; the check pays to a merchant of its
+# own, whose key it creates as the databases' owners do.
+docker compose logs --no-log-prefix init | grep -q '^PAYLAB_API_KEY=plk_' || fail "init printed no demo API key"
+api_key=$(docker compose run --rm --no-deps -T \
+  -e ORDERS_DATABASE_URL="postgres://orders:${ORDERS_DB_PASSWORD:-orders}@postgres:5432/orders?sslmode=disable" \
+  -e LEDGER_DATABASE_URL="postgres://ledger:${LEDGER_DB_PASSWORD:-ledger}@postgres:5432/ledger?sslmode=disable" \
+  init paylab keys create --merchant "$merchant" --name compose-check | head -1)
+case "$api_key" in plk_*) ;; *) fail "paylab keys create printed no key: $api_key" ;; esac
+
 step "$payments payments to $merchant through http://$api"
 pay() { # pay KEY: POST a payment; prints "status replayed id"
   local body headers
   body=$(mktemp) headers=$(mktemp)
   local code
   code=$(curl -sS -o "$body" -D "$headers" -w '%{http_code}' -X POST "http://$api/v1/payments" \
-    -H 'Content-Type: application/json' -H "Idempotency-Key: $1" \
+    -H "Authorization: Bearer $api_key" -H 'Content-Type: application/json' -H "Idempotency-Key: $1" \
     -d "{\"customer_id\":\"cus_check\",\"merchant_id\":\"$merchant\",\"amount\":$amount,\"currency\":\"EUR\"}")
   local replayed
   replayed=$(tr -d '\r' <"$headers" | awk -F': ' 'tolower($1) == "idempotency-replayed" {print $2}')
@@ -132,7 +142,7 @@ step "the ledger books $want on merchant:$merchant, Mailpit holds $payments rece
 deadline=$((SECONDS + wait_s))
 balance="" receipts=""
 while [ "$SECONDS" -lt "$deadline" ]; do
-  balance=$(curl -sS "http://$ledger/v1/accounts/merchant:$merchant" 2>/dev/null |
+  balance=$(curl -sS -H "Authorization: Bearer $api_key" "http://$ledger/v1/accounts/merchant:$merchant" 2>/dev/null |
     jq -r '[.balances[]? | select(.currency == "EUR") | .balance] | first // empty' 2>/dev/null || true)
   receipts=$(curl -sS "http://$mailpit/api/v1/search?query=$(jq -rn --arg q 'subject:"Receipt for your payment"' '$q|@uri')" 2>/dev/null |
     jq -r '.messages_count // .total // empty' 2>/dev/null || true)

@@ -154,7 +154,7 @@ func (c *Contract) check(e Exchange, requests bool) error {
 	ctx := context.Background()
 	req := e.Request.Clone(ctx)
 	req.Body = newBody(e.RequestBody)
-	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}
+	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, AuthenticationFunc: authenticate}
 	opts.WithCustomSchemaErrorFunc(schemaError)
 
 	route, params, err := c.router.FindRoute(req)
@@ -194,6 +194,26 @@ func (c *Contract) check(e Exchange, requests bool) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s: %w", e, errors.Join(errs...))
+	}
+	return nil
+}
+
+// authenticate checks a request against the document's security scheme
+// as far as a document can: an http bearer scheme needs one Authorization
+// header with a Bearer token. Whether the key is valid only the service
+// knows (its 401 is documented).
+func authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	scheme := in.SecurityScheme
+	if scheme == nil || scheme.Type != "http" || !strings.EqualFold(scheme.Scheme, "bearer") {
+		return fmt.Errorf("security scheme %s is not http bearer", in.SecuritySchemeName)
+	}
+	values := in.RequestValidationInput.Request.Header.Values("Authorization")
+	if len(values) != 1 {
+		return fmt.Errorf("%d Authorization headers, want one", len(values))
+	}
+	name, token, ok := strings.Cut(strings.TrimSpace(values[0]), " ")
+	if !ok || !strings.EqualFold(name, "Bearer") || strings.TrimSpace(token) == "" {
+		return errors.New("the Authorization header is not Bearer <token>")
 	}
 	return nil
 }

@@ -23,17 +23,22 @@ const (
 	payment = `{"customer_id":"cus_42","merchant_id":"mer_7","amount":1999,"currency":"EUR"}`
 )
 
+// apiKey is shaped like a key; the contract cannot tell a valid one.
+const apiKey = "plk_0123456789abcdef_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
 func problem(status, code string) string {
 	return `{"type":"urn:paylab:problem:` + code + `","title":"x","status":` + status + `,"detail":"d","instance":"/v1/payments",` +
 		`"code":"` + code + `","request_id":"r-1"}`
 }
 
-// exchange builds an exchange with a JSON request and a response.
+// exchange builds an exchange with a JSON request with an API key and a
+// response.
 func exchange(method, path, reqBody string, status int, contentType, body string, headers ...string) apitest.Exchange {
 	req := httptest.NewRequest(method, path, nil)
 	if reqBody != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
 	h := http.Header{"Content-Type": {contentType}, "X-Request-Id": {"r-1"}}
 	for i := 0; i+1 < len(headers); i += 2 {
 		if headers[i+1] == "" {
@@ -78,6 +83,12 @@ func TestCheck(t *testing.T) {
 		{"a method not allowed without Allow", exchange("PUT", pay, "", 405, pj, problem("405", "method_not_allowed")), "Allow"},
 		{"a bad order id", exchange("GET", "/v1/orders/42", "", 400, pj, problem("400", "order_id_invalid")), ""},
 		{"a bad order id accepted", exchange("GET", "/v1/orders/42", "", 200, js, order), "rejects the request"},
+		{"no API key refused", exchange("POST", pay, payment, 401, pj, problem("401", "unauthenticated"),
+			"WWW-Authenticate", `Bearer realm="paylab"`), ""},
+		{"a 401 without a challenge", exchange("POST", pay, payment, 401, pj, problem("401", "api_key_invalid")), "WWW-Authenticate"},
+		{"a rate limit", exchange("GET", "/v1/orders/0193a5c2-7f3e-7b1a-9c1d-3e5f7a9b1c2d", "", 429, pj, problem("429", "rate_limited"), "Retry-After", "3"), ""},
+		{"a rate limit without Retry-After", exchange("GET", "/v1/orders/0193a5c2-7f3e-7b1a-9c1d-3e5f7a9b1c2d", "", 429, pj, problem("429", "rate_limited")), "Retry-After"},
+		{"another merchant", exchange("POST", pay, payment, 403, pj, problem("403", "merchant_mismatch")), ""},
 	}
 	for _, tt := range tests {
 		err := c.Check(tt.e)
@@ -151,6 +162,7 @@ func TestHandlerReportsViolations(t *testing.T) {
 			wg.Go(func() {
 				req := httptest.NewRequest("POST", "/v1/payments", strings.NewReader(payment))
 				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+apiKey)
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, req)
 				if rec.Code != tt.status || rec.Body.String() != tt.body || rec.Header().Get("X-Request-Id") != "r-1" {

@@ -7,12 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/loadgen"
 )
 
-// runLoad: paylab load [--url U] [--rate R] [--count N] [--seed S] [--json]
+// runLoad: paylab load [--url U] [--rate R] [--count N] [--seed S] [--json],
+// with the API key in PAYLAB_API_KEY (every payment is its merchant's)
 func runLoad(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -28,6 +30,10 @@ func runLoad(ctx context.Context, args []string, out io.Writer) error {
 			return nil
 		}
 		return errUsage
+	}
+	cfg.Keys.Default = os.Getenv("PAYLAB_API_KEY")
+	if cfg.Keys.Default == "" {
+		return errors.New("load: PAYLAB_API_KEY must hold a merchant's API key (paylab init prints the demo key; paylab keys create makes one)")
 	}
 	rep, err := loadgen.Run(ctx, cfg)
 	if err != nil && !errors.Is(err, context.Canceled) {

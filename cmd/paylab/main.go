@@ -2,7 +2,8 @@
 //
 //	paylab migrate   create the databases and roles, apply migrations
 //	paylab topics    create the Kafka topics
-//	paylab init      both of the above (the one-shot init of docker compose)
+//	paylab init      both of the above and a demo API key (the one-shot init of docker compose)
+//	paylab keys      create, list and revoke merchant API keys
 //	paylab load      place payments at a constant rate, report latency percentiles
 //	paylab probe     GET a URL, exit 0 on 2xx (container health checks)
 //	paylab verify    reconcile orders, ledger and notifications; non-zero on violations
@@ -28,7 +29,12 @@ commands:
   migrate   create the three databases and their roles, apply migrations
             (RELAY_MODE=wal: the orders role also gets REPLICATION)
   topics    create the Kafka topics
-  init      migrate, then topics
+  init      migrate, then topics, then print the demo merchant's API key
+            (DEMO_MERCHANT, default mer_7; kept in DEMO_API_KEY_FILE, default
+            .paylab/demo-api-key ("-": none), made anew when it holds no active key)
+  keys      keys create --merchant M [--name N]: a new API key of merchant M,
+            printed once (only its hash is stored, in the orders and ledger
+            databases); keys list [--merchant M] [--json]; keys revoke ID
   load      place payments at a constant rate; report latency percentiles
             (paylab load --url http://127.0.0.1:8080 --rate 100 --count 1000)
   probe URL GET URL; exit 0 when it answers 2xx (container health checks)
@@ -69,7 +75,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err := runMigrate(ctx, out); err != nil {
 			return err
 		}
-		return runTopics(ctx, out)
+		if err := runTopics(ctx, out); err != nil {
+			return err
+		}
+		return runDemoKey(ctx, out)
+	case "keys":
+		return runKeys(ctx, args[1:], out)
 	case "load":
 		return runLoad(ctx, args[1:], out)
 	case "chaos":

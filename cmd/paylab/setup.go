@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/envconfig"
 	"github.com/paylab/paylab/internal/platform/migrate"
@@ -24,6 +25,11 @@ type setupConfig struct {
 	// role gets the REPLICATION attribute its replication slot needs; with
 	// poll it loses it (migrate.SetRelayMode).
 	RelayMode string `env:"RELAY_MODE" envDefault:"poll"`
+	// DemoMerchant is the merchant of the demo API key init prints;
+	// DemoAPIKeyFile is where init keeps that key ("-": nowhere, a new key
+	// every run).
+	DemoMerchant   string `env:"DEMO_MERCHANT" envDefault:"mer_7"`
+	DemoAPIKeyFile string `env:"DEMO_API_KEY_FILE" envDefault:".paylab/demo-api-key"`
 }
 
 func loadSetupConfig() (setupConfig, error) {
@@ -36,6 +42,9 @@ func (c setupConfig) validate() error {
 	}
 	if c.RelayMode != "poll" && c.RelayMode != "wal" {
 		return fmt.Errorf("configuration: RELAY_MODE %q is not poll or wal", c.RelayMode)
+	}
+	if !apikey.ValidMerchant(c.DemoMerchant) {
+		return fmt.Errorf("configuration: DEMO_MERCHANT %q is not a merchant id (1-64 of [A-Za-z0-9_-])", c.DemoMerchant)
 	}
 	return nil
 }
@@ -74,6 +83,26 @@ func runMigrate(ctx context.Context, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// runDemoKey prints the demo merchant's API key, creating it when there is
+// none (ensureDemoKey), in the databases runMigrate set up.
+func runDemoKey(ctx context.Context, out io.Writer) error {
+	cfg, err := loadSetupConfig()
+	if err != nil {
+		return err
+	}
+	ordersURL, err := migrate.URL(cfg.AdminDatabaseURL, "orders", "orders", cfg.OrdersDBPassword)
+	if err != nil {
+		return err
+	}
+	ledgerURL, err := migrate.URL(cfg.AdminDatabaseURL, "ledger", "ledger", cfg.LedgerDBPassword)
+	if err != nil {
+		return err
+	}
+	return withKeyStore(ctx, ordersURL, ledgerURL, func(s *apikey.Store) error {
+		return ensureDemoKey(ctx, s, cfg.DemoMerchant, cfg.DemoAPIKeyFile, out)
+	})
 }
 
 func runTopics(_ context.Context, out io.Writer) error {

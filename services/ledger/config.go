@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/paylab/paylab/internal/platform/consumersvc"
 	"github.com/paylab/paylab/internal/platform/envconfig"
@@ -16,6 +17,14 @@ type config struct {
 	// in one transaction, with a fixed number of statements (see
 	// inbox.Config.BatchSize and ledger.Apply); 1 applies each on its own.
 	InboxBatchSize int `env:"INBOX_BATCH_SIZE" envDefault:"500"`
+	// The read API's admission, as the orders API's: how long a merchant
+	// API key's row is cached (a revoked key is refused within it), each
+	// key's request rate per second and burst (0: no limit), and the
+	// deadline of a request.
+	APIKeyCacheTTL time.Duration `env:"API_KEY_CACHE_TTL" envDefault:"10s"`
+	APIRateLimit   float64       `env:"API_RATE_LIMIT" envDefault:"200"`
+	APIRateBurst   int           `env:"API_RATE_BURST" envDefault:"400"`
+	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"10s"`
 }
 
 func loadConfig() (config, error) {
@@ -28,6 +37,16 @@ func (c config) validate() error {
 	}
 	if c.InboxBatchSize < 1 {
 		return fmt.Errorf("configuration: INBOX_BATCH_SIZE must be at least 1, got %d", c.InboxBatchSize)
+	}
+	switch {
+	case c.APIKeyCacheTTL <= 0:
+		return fmt.Errorf("configuration: API_KEY_CACHE_TTL must be positive, got %s", c.APIKeyCacheTTL)
+	case c.APIRateLimit < 0:
+		return fmt.Errorf("configuration: API_RATE_LIMIT must be 0 (no limit) or positive, got %v", c.APIRateLimit)
+	case c.APIRateLimit > 0 && c.APIRateBurst < 1:
+		return fmt.Errorf("configuration: API_RATE_BURST must be at least 1, got %d", c.APIRateBurst)
+	case c.RequestTimeout <= 0:
+		return fmt.Errorf("configuration: REQUEST_TIMEOUT must be positive, got %s", c.RequestTimeout)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func TestSameEventPublishedFiveTimes(t *testing.T) {
 				t.Errorf("duplicates counted = %d, want %d", got, tc.wantDups)
 			}
 			var acc ledgerhttp.Account
-			if code := getJSON(t, api+"/v1/accounts/merchant:mer_1", &acc); code != 200 {
+			if code := getJSON(t, f.key("mer_1"), api+"/v1/accounts/merchant:mer_1", &acc); code != 200 {
 				t.Fatalf("GET account: %d", code)
 			}
 			if want := int64(1999 * tc.wantEntries); len(acc.Balances) != 1 || acc.Balances[0].Balance != want {
@@ -67,8 +67,9 @@ func TestRefundPublishedBeforeItsCaptureIsAppliedAfterIt(t *testing.T) {
 	f.Publish(capture)
 	testenv.Eventually(t, 30*time.Second, "both entries", func() bool { return f.Count("SELECT count(*) FROM journal_entries") == 2 })
 
+	key := f.key("mer_2")
 	var entries ledgerhttp.Entries
-	if code := getJSON(t, api+"/v1/orders/ord-early-refund/entries", &entries); code != 200 {
+	if code := getJSON(t, key, api+"/v1/orders/ord-early-refund/entries", &entries); code != 200 {
 		t.Fatalf("GET entries: %d", code)
 	}
 	if len(entries.Entries) != 2 || entries.Entries[0].Kind != "capture" || entries.Entries[1].Kind != "refund" {
@@ -77,18 +78,21 @@ func TestRefundPublishedBeforeItsCaptureIsAppliedAfterIt(t *testing.T) {
 	if entries.Entries[0].EventID != capture.ID || entries.Entries[1].EventID != refund.ID {
 		t.Errorf("entries carry the wrong event ids")
 	}
-	for name, want := range map[string]int64{"merchant:mer_2": 3800, "customer:cus_2": -3800} {
-		var acc ledgerhttp.Account
-		if code := getJSON(t, api+"/v1/accounts/"+name, &acc); code != 200 {
-			t.Fatalf("GET %s: %d", name, code)
-		}
-		if len(acc.Balances) != 1 || acc.Balances[0].Currency != "USD" || acc.Balances[0].Balance != want {
-			t.Errorf("%s balances = %+v, want USD %d", name, acc.Balances, want)
-		}
+	var acc ledgerhttp.Account
+	if code := getJSON(t, key, api+"/v1/accounts/merchant:mer_2", &acc); code != 200 {
+		t.Fatalf("GET merchant:mer_2: %d", code)
+	}
+	if len(acc.Balances) != 1 || acc.Balances[0].Currency != "USD" || acc.Balances[0].Balance != 3800 {
+		t.Errorf("merchant:mer_2 balances = %+v, want USD 3800", acc.Balances)
+	}
+	if got := f.Count("SELECT balance FROM balances WHERE account_id = 'customer:cus_2'"); got != -3800 {
+		t.Errorf("customer:cus_2 balance = %d, want -3800", got)
 	}
 	var missing ledgerhttp.Account
-	if code := getJSON(t, api+"/v1/accounts/merchant:nobody", &missing); code != 404 {
-		t.Errorf("unknown account: %d, want 404", code)
+	for _, other := range []string{"merchant:nobody", "customer:cus_2"} {
+		if code := getJSON(t, key, api+"/v1/accounts/"+other, &missing); code != 404 {
+			t.Errorf("%s with mer_2's key: %d, want 404", other, code)
+		}
 	}
 }
 

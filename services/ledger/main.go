@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/internal/platform/chaos"
 	"github.com/paylab/paylab/internal/platform/consumersvc"
 	"github.com/paylab/paylab/internal/platform/process"
@@ -88,5 +89,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, fault consumersvc.
 		return err
 	}
 	defer s.Close()
-	return s.Serve(ctx, consumersvc.Listener{Var: "HTTP_ADDR", Addr: cfg.HTTPAddr, Handler: ledgerhttp.Routes(s.Pool, log)})
+	sec := ledgerhttp.Security{
+		Keys:           apikey.NewAuthenticator(s.Pool, apikey.AuthConfig{TTL: cfg.APIKeyCacheTTL}),
+		Limiter:        apikey.NewLimiter(apikey.LimitConfig{Rate: cfg.APIRateLimit, Burst: cfg.APIRateBurst}),
+		RequestTimeout: cfg.RequestTimeout,
+	}
+	return s.Serve(ctx, consumersvc.Listener{Var: "HTTP_ADDR", Addr: cfg.HTTPAddr, Handler: ledgerhttp.Routes(s.Pool, log, sec)})
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/paylab/paylab/api/apitest"
+	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/internal/platform/consumersvc"
 	"github.com/paylab/paylab/internal/testkit/consumertest"
 	"github.com/paylab/paylab/internal/testkit/testenv"
@@ -68,7 +69,8 @@ func (f *fixture) startWithFault(cfg config, fault consumersvc.FaultFunc) (*cons
 	httpLn := testenv.Listen(f.T)
 	// Every request the tests send to the read API, and every response, is
 	// checked against api/openapi.yaml.
-	api := apitest.ContractOf(f.T, apitest.Ledger).Handler(f.T, ledgerhttp.Routes(a.Pool, a.Log))
+	sec := ledgerhttp.Security{Keys: apikey.NewAuthenticator(a.Pool, apikey.AuthConfig{})}
+	api := apitest.ContractOf(f.T, apitest.Ledger).Handler(f.T, ledgerhttp.Routes(a.Pool, a.Log, sec))
 	admin := f.Run(a, consumersvc.Server{Handler: api, Listener: httpLn})
 	return a, "http://" + httpLn.Addr().String(), admin
 }
@@ -88,9 +90,25 @@ func (f *fixture) checkInvariant() {
 	}
 }
 
-func getJSON(t *testing.T, url string, v any) int {
+// key creates an API key of merchant in the ledger's database.
+func (f *fixture) key(merchant string) string {
+	f.T.Helper()
+	key, _, err := apikey.NewStore(f.Pool).Create(context.Background(), merchant, "test")
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	return key
+}
+
+// getJSON GETs url with key and decodes a 200's body into v.
+func getJSON(t *testing.T, key, url string, v any) int {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

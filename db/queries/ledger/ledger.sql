@@ -73,3 +73,7 @@ SELECT currency, sum(amount)::bigint AS total FROM postings GROUP BY currency OR
 -- Runs the transaction's deferred checks (postings_balanced, the ledger's
 -- only deferred constraint) now rather than at commit.
 SET CONSTRAINTS ALL IMMEDIATE;
+
+-- name: OrderMerchant :one
+-- The merchant account of an order the ledger knows.
+SELECT merchant_account FROM ledger_orders WHERE order_id = $1;

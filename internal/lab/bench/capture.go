@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/internal/lab/loadgen"
+	"github.com/paylab/paylab/internal/platform/apikey"
 )
 
 // CaptureResult is one concurrency level of B1 or S1.
@@ -85,6 +87,10 @@ func httpCaptures(ctx context.Context, e *env, s Sizes) ([]CaptureResult, error)
 		if err != nil {
 			return out, err
 		}
+		keys, err := issueKeys(ctx, dbURL)
+		if err != nil {
+			return out, err
+		}
 		api, err := e.orders(ctx, stage+"-orders", dbURL, "order-events", c)
 		if err != nil {
 			return out, err
@@ -94,7 +100,7 @@ func httpCaptures(ctx context.Context, e *env, s Sizes) ([]CaptureResult, error)
 		}}
 		next := generators(c)
 		l := closedLoop(ctx, c, s.Warmup, s.CaptureDuration, s.MinOps, func(ctx context.Context, w, n int) error {
-			return postPayment(ctx, client, api.URL, fmt.Sprintf("s1-%d-%d", w, n), next[w]())
+			return postPayment(ctx, client, api.URL, fmt.Sprintf("s1-%d-%d", w, n), keys, next[w]())
 		})
 		client.CloseIdleConnections()
 		api.stop()
@@ -118,8 +124,22 @@ func generators(workers int) []func() loadgen.Payment {
 
 var errNotCreated = errors.New("payment not created")
 
-// postPayment places one payment and expects 201 Created.
-func postPayment(ctx context.Context, client *http.Client, baseURL, key string, p loadgen.Payment) error {
+// issueKeys creates an API key for each merchant of the load generator in
+// the orders database at dbURL.
+func issueKeys(ctx context.Context, dbURL string) (loadgen.Keys, error) {
+	var keys loadgen.Keys
+	err := withConn(ctx, dbURL, func(c *pgx.Conn) error {
+		var err error
+		keys, err = loadgen.IssueKeys(ctx, apikey.NewStore(c))
+		return err
+	})
+	return keys, err
+}
+
+// postPayment places one payment with its merchant's API key under
+// idempotency key and expects 201 Created.
+func postPayment(ctx context.Context, client *http.Client, baseURL, key string, keys loadgen.Keys, p loadgen.Payment) error {
+	apiKey, p := keys.For(p)
 	body, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -130,6 +150,7 @@ func postPayment(ctx context.Context, client *http.Client, baseURL, key string, 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Authorization", "Bearer "+apiKey)
 	res, err := client.Do(req)
 	if err != nil {
 		return err

@@ -40,6 +40,7 @@ const (
 type pipeline struct {
 	ordersURL, ledgerURL, topic string
 	api, ledger                 *service
+	keys                        loadgen.Keys // an API key per merchant
 }
 
 // newPipeline starts the API and the ledger for stage, on fresh databases
@@ -58,6 +59,9 @@ func (e *env) newPipeline(ctx context.Context, stage, ordersURL, ledgerURL strin
 		}
 	}
 	if p.topic, err = e.topic(stage); err != nil {
+		return nil, err
+	}
+	if p.keys, err = issueKeys(ctx, p.ordersURL); err != nil {
 		return nil, err
 	}
 	if p.api, err = e.orders(ctx, stage+"-orders", p.ordersURL, p.topic, 0); err != nil {
@@ -112,7 +116,7 @@ func (e *env) endToEnd(ctx context.Context, p *pipeline, pollingOnly bool, rate 
 		return res, err
 	}
 	count := max(1, int(float64(rate)*s.E2EDuration.Seconds()))
-	rep, err := loadgen.Run(ctx, loadgen.Config{BaseURL: p.api.URL, Rate: rate, Count: count, Seed: seed, Timeout: 10 * time.Second})
+	rep, err := loadgen.Run(ctx, loadgen.Config{BaseURL: p.api.URL, Rate: rate, Count: count, Seed: seed, Timeout: 10 * time.Second, Keys: p.keys})
 	if err == nil {
 		err = waitApplied(ctx, orders, ledger, lastEvent, lastEntry, s.Settle)
 	}

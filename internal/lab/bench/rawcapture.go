@@ -32,20 +32,20 @@ const (
 	// rawScope is the idempotency scope of POST /v1/payments.
 	rawScope = "POST /v1/payments"
 
-	rawLockKey  = `SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2::text, 0))`
-	rawGetKey   = `SELECT response_status FROM idempotency_keys WHERE scope = $1 AND key = $2`
+	rawLockKey  = `SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2::text || ' ' || $3::text, 0))`
+	rawGetKey   = `SELECT response_status FROM idempotency_keys WHERE merchant_id = $1 AND scope = $2 AND key = $3`
 	rawNewOrder = `INSERT INTO orders (id, customer_id, merchant_id, amount, currency, status) VALUES ($1, $2, $3, $4, $5, 'authorized')`
 	// rawCaptureIt captures the order and returns what the API builds in Go
 	// from the row: the OrderCaptured payload (docs/events.md) and the order
 	// for the idempotency key's stored response.
 	rawCaptureIt = `UPDATE orders
 SET status = 'captured', captured_amount = amount, event_seq = event_seq + 1, version = version + 1, updated_at = now()
-WHERE id = $1 AND status = 'authorized'
+WHERE id = $1 AND merchant_id = $2 AND status = 'authorized'
 RETURNING event_seq, updated_at,
   json_build_object('schema_version', 1, 'sequence', event_seq, 'order_id', id, 'customer_id', customer_id,
     'merchant_id', merchant_id, 'amount', captured_amount, 'currency', currency, 'captured_at', updated_at),
   to_jsonb(orders.*)`
-	rawInsertKey = `INSERT INTO idempotency_keys (scope, key, request_hash, response_status, response_body) VALUES ($1, $2, $3, $4, $5)`
+	rawInsertKey = `INSERT INTO idempotency_keys (merchant_id, scope, key, request_hash, response_status, response_body) VALUES ($1, $2, $3, $4, $5, $6)`
 )
 
 // errRawKeyInFlight: another transaction holds the idempotency key.
@@ -65,14 +65,14 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, ke
 	enqueued := false
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var locked bool
-		if err := tx.QueryRow(ctx, rawLockKey, rawScope, key).Scan(&locked); err != nil {
+		if err := tx.QueryRow(ctx, rawLockKey, p.MerchantID, rawScope, key).Scan(&locked); err != nil {
 			return fmt.Errorf("locking idempotency key: %w", err)
 		}
 		if !locked {
 			return errRawKeyInFlight
 		}
 		var status int32
-		if err := tx.QueryRow(ctx, rawGetKey, rawScope, key).Scan(&status); err == nil {
+		if err := tx.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status); err == nil {
 			return nil
 		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("reading idempotency key: %w", err)
@@ -86,7 +86,7 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, ke
 			at                time.Time
 			payload, response []byte
 		)
-		if err := tx.QueryRow(ctx, rawCaptureIt, id).Scan(&seq, &at, &payload, &response); err != nil {
+		if err := tx.QueryRow(ctx, rawCaptureIt, id, p.MerchantID).Scan(&seq, &at, &payload, &response); err != nil {
 			return fmt.Errorf("capturing order %s: %w", id, err)
 		}
 		if err := ob.writer.Enqueue(ctx, tx, outbox.Event{
@@ -95,7 +95,7 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, ke
 		}); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, rawInsertKey, rawScope, key, hash[:], 201, response); err != nil {
+		if _, err := tx.Exec(ctx, rawInsertKey, p.MerchantID, rawScope, key, hash[:], 201, response); err != nil {
 			return fmt.Errorf("storing idempotency key: %w", err)
 		}
 		enqueued = true

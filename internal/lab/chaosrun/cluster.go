@@ -73,7 +73,12 @@ func waitTopic(ctx context.Context, d *Deployment, ok func(broker.Replication) b
 func sideLoad(ctx context.Context, d *Deployment, n int, seed uint64) <-chan loadgen.Report {
 	out := make(chan loadgen.Report, 1)
 	go func() {
-		rep, _ := loadgen.Run(ctx, loadgen.Config{BaseURL: d.APIURL, Rate: 20, Count: max(n, 1), Seed: seed, Timeout: 30 * time.Second})
+		keys, err := d.Keys(ctx)
+		if err != nil {
+			out <- loadgen.Report{Errors: []string{err.Error()}}
+			return
+		}
+		rep, _ := loadgen.Run(ctx, loadgen.Config{BaseURL: d.APIURL, Rate: 20, Count: max(n, 1), Seed: seed, Timeout: 30 * time.Second, Keys: keys})
 		out <- rep
 	}()
 	return out

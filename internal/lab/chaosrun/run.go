@@ -129,10 +129,14 @@ func runOne(ctx context.Context, target Target, sc Scenario, s Sizes, seed uint6
 	// The load runs while the scenario injects its fault.
 	loadCtx, cancelLoad := context.WithCancel(ctx)
 	defer cancelLoad()
+	keys, err := d.Keys(ctx)
+	if err != nil {
+		return fail(err)
+	}
 	loadDone := make(chan loadgen.Report, 1)
 	go func() {
 		rep, _ := loadgen.Run(loadCtx, loadgen.Config{
-			BaseURL: d.APIURL, Rate: s.Rate, Count: s.Payments, Seed: seed, Timeout: 30 * time.Second,
+			BaseURL: d.APIURL, Rate: s.Rate, Count: s.Payments, Seed: seed, Timeout: 30 * time.Second, Keys: keys,
 		})
 		loadDone <- rep
 	}()

@@ -43,6 +43,7 @@ type Deployment struct {
 	LeaseTTL      time.Duration // the relays' RELAY_LEASE_TTL
 	RelayMode     string        // the relays' RELAY_MODE: RelayPoll or RelayWAL
 
+	apiKeys    apiKeys              // Keys
 	servers    servers              // nil when the target cannot stop its servers
 	zombie     int                  // the scenario's count for Result.Zombie
 	timeline   *timeline            // while a scenario runs (timeline.go)

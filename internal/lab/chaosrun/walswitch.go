@@ -273,6 +273,11 @@ func startRefunds(ctx context.Context, d *Deployment, perSecond int) *refunds {
 	go func() {
 		defer close(r.done)
 		client := &http.Client{Timeout: 30 * time.Second}
+		keys, err := d.Keys(ctx)
+		if err != nil {
+			r.res.failed, r.res.firstErr = 1, err.Error()
+			return
+		}
 		next := loadgen.Payments(86)
 		tick := time.NewTicker(time.Second / time.Duration(perSecond))
 		defer tick.Stop()
@@ -282,7 +287,7 @@ func startRefunds(ctx context.Context, d *Deployment, perSecond int) *refunds {
 				return
 			case <-tick.C:
 			}
-			if err := placeAndRefund(ctx, client, d.APIURL, next(), n); err != nil && ctx.Err() == nil {
+			if err := placeAndRefund(ctx, client, d.APIURL, keys, next(), n); err != nil && ctx.Err() == nil {
 				r.res.failed++
 				if r.res.firstErr == "" {
 					r.res.firstErr = err.Error()
@@ -306,24 +311,26 @@ func (r *refunds) stop() refundReport {
 	return r.res
 }
 
-// placeAndRefund places a payment and refunds a quarter of it twice.
-func placeAndRefund(ctx context.Context, client *http.Client, api string, p loadgen.Payment, n int) error {
+// placeAndRefund places a payment with its merchant's key and refunds a
+// quarter of it twice.
+func placeAndRefund(ctx context.Context, client *http.Client, api string, keys loadgen.Keys, p loadgen.Payment, n int) error {
+	apiKey, p := keys.For(p)
 	var order struct {
 		ID string `json:"id"`
 	}
-	if err := post(ctx, client, api+"/v1/payments", fmt.Sprintf("switch-pay-%d", n), p, &order); err != nil {
+	if err := post(ctx, client, api+"/v1/payments", apiKey, fmt.Sprintf("switch-pay-%d", n), p, &order); err != nil {
 		return err
 	}
 	for i := range 2 {
 		body := map[string]int64{"amount": p.Amount / 4}
-		if err := post(ctx, client, api+"/v1/orders/"+order.ID+"/refunds", fmt.Sprintf("switch-refund-%d-%d", n, i), body, nil); err != nil {
+		if err := post(ctx, client, api+"/v1/orders/"+order.ID+"/refunds", apiKey, fmt.Sprintf("switch-refund-%d-%d", n, i), body, nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func post(ctx context.Context, client *http.Client, url, key string, body, out any) error {
+func post(ctx context.Context, client *http.Client, url, apiKey, key string, body, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -334,6 +341,7 @@ func post(ctx context.Context, client *http.Client, url, key string, body, out a
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Authorization", "Bearer "+apiKey)
 	res, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("POST %s: %w", url, err)

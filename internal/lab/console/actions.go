@@ -84,7 +84,12 @@ func (s *Server) placeLoad(w http.ResponseWriter, r *http.Request) {
 	cfg := loadgen.Config{BaseURL: s.d.APIURL(), Rate: req.Rate, Count: req.Count, Seed: s.seed, Timeout: 30 * time.Second,
 		OnCreated: func(string) { s.created.Add(1) }}
 	go func() {
-		rep, err := loadgen.Run(s.bg, cfg)
+		keys, err := s.keys.get(s.bg, s.d.Sources().OrdersURL)
+		var rep loadgen.Report
+		if err == nil {
+			cfg.Keys = keys
+			rep, err = loadgen.Run(s.bg, cfg)
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.load.Running, s.load.StatusCode = false, rep.StatusCode

@@ -39,6 +39,7 @@ type Server struct {
 	epoch     *epoch
 	switching string
 	switchErr string
+	keys      apiKeys // the load's API keys
 }
 
 // New returns the console of d. Work the page starts (payments, a

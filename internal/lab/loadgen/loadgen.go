@@ -17,6 +17,8 @@ import (
 
 	"github.com/google/uuid"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/paylab/paylab/internal/platform/apikey"
 )
 
 // Config describes one run.
@@ -27,9 +29,51 @@ type Config struct {
 	Seed    uint64        // drives customers, merchants, amounts and currencies
 	Timeout time.Duration // per request; zero means 10 s
 	Workers uint64        // initial workers; zero means 16
+	// Keys are the API keys the payments are sent with: a payment goes with
+	// its merchant's key (Keys.ByMerchant), else with Keys.Default and
+	// without a merchant_id (the key's merchant is the payment's).
+	Keys Keys
 	// OnCreated, when set, is called with the id of every order the API
 	// created (a 201 response), from the attacker's goroutines.
 	OnCreated func(orderID string)
+}
+
+// Keys are the API keys a run authenticates with.
+type Keys struct {
+	ByMerchant map[string]string // merchant id → key
+	Default    string            // for the other merchants
+}
+
+// For returns the key to send p with, and p as it is to be sent.
+func (k Keys) For(p Payment) (string, Payment) {
+	if key, ok := k.ByMerchant[p.MerchantID]; ok {
+		return key, p
+	}
+	p.MerchantID = ""
+	return k.Default, p
+}
+
+// Merchants are the merchants Payments draws from.
+func Merchants() []string {
+	out := make([]string, merchants)
+	for i := range out {
+		out[i] = fmt.Sprintf("mer_%d", i)
+	}
+	return out
+}
+
+// IssueKeys creates an API key for each of Merchants in store, for a run
+// of a system whose databases the caller owns.
+func IssueKeys(ctx context.Context, store *apikey.Store) (Keys, error) {
+	k := Keys{ByMerchant: make(map[string]string, merchants)}
+	for _, m := range Merchants() {
+		key, _, err := store.Create(ctx, m, "loadgen")
+		if err != nil {
+			return Keys{}, err
+		}
+		k.ByMerchant[m] = key
+	}
+	return k, nil
 }
 
 // Report is what a run measured.
@@ -54,10 +98,14 @@ var currencies = []struct {
 	{"EUR", 100, 50_000}, {"USD", 100, 50_000}, {"GBP", 100, 50_000}, {"JPY", 100, 50_000},
 }
 
-// Payment is one generated request body (the wire contract of POST /v1/payments).
+// merchants is how many merchants Payments draws from.
+const merchants = 50
+
+// Payment is one generated request body (the wire contract of POST
+// /v1/payments); MerchantID is left out when empty.
 type Payment struct {
 	CustomerID string `json:"customer_id"`
-	MerchantID string `json:"merchant_id"`
+	MerchantID string `json:"merchant_id,omitempty"`
 	Amount     int64  `json:"amount"`
 	Currency   string `json:"currency"`
 }
@@ -69,7 +117,7 @@ func Payments(seed uint64) func() Payment {
 		c := currencies[r.IntN(len(currencies))]
 		return Payment{
 			CustomerID: fmt.Sprintf("cus_%d", r.IntN(1000)),
-			MerchantID: fmt.Sprintf("mer_%d", r.IntN(50)),
+			MerchantID: fmt.Sprintf("mer_%d", r.IntN(merchants)),
 			Amount:     c.min + r.Int64N(c.max-c.min),
 			Currency:   c.code,
 		}
@@ -101,7 +149,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if sent >= cfg.Count {
 			return vegeta.ErrNoTargets
 		}
-		body, err := json.Marshal(next())
+		key, p := cfg.Keys.For(next())
+		body, err := json.Marshal(p)
 		if err != nil {
 			return err
 		}
@@ -109,6 +158,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		t.Header = http.Header{
 			"Content-Type":    {"application/json"},
 			"Idempotency-Key": {fmt.Sprintf("load-%s-%d", run, sent)},
+			"Authorization":   {"Bearer " + key},
 		}
 		sent++
 		return nil

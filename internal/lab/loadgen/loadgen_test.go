@@ -13,7 +13,8 @@ import (
 )
 
 // The generator sends exactly Count well-formed payments, each with its own
-// idempotency key, and reports what the server answered.
+// idempotency key and its merchant's API key (or the default key and no
+// merchant), and reports what the server answered.
 func TestRunSendsCountPaymentsWithUniqueKeys(t *testing.T) {
 	t.Parallel()
 	var (
@@ -29,7 +30,12 @@ func TestRunSendsCountPaymentsWithUniqueKeys(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		key := r.Header.Get("Idempotency-Key")
-		if err != nil || r.URL.Path != "/v1/payments" || key == "" || keys[key] || p.Amount <= 0 || len(p.Currency) != 3 {
+		wantAuth := "Bearer default-key"
+		if p.MerchantID != "" {
+			wantAuth = "Bearer key-of-" + p.MerchantID
+		}
+		if err != nil || r.URL.Path != "/v1/payments" || key == "" || keys[key] || p.Amount <= 0 || len(p.Currency) != 3 ||
+			r.Header.Get("Authorization") != wantAuth || (p.MerchantID != "" && p.MerchantID != "mer_1" && p.MerchantID != "mer_2") {
 			bad = append(bad, fmt.Sprintf("%s key=%q err=%v body=%+v", r.URL.Path, key, err, p))
 			w.WriteHeader(http.StatusBadRequest)
 			return
@@ -47,6 +53,7 @@ func TestRunSendsCountPaymentsWithUniqueKeys(t *testing.T) {
 	var created sync.Map
 	rep, err := loadgen.Run(context.Background(), loadgen.Config{
 		BaseURL: srv.URL, Rate: 500, Count: 200, Seed: 7,
+		Keys:      loadgen.Keys{ByMerchant: map[string]string{"mer_1": "key-of-mer_1", "mer_2": "key-of-mer_2"}, Default: "default-key"},
 		OnCreated: func(id string) { created.Store(id, true) },
 	})
 	if err != nil {

@@ -32,7 +32,7 @@ func TestK6ScriptsParse(t *testing.T) {
 		if out, err := exec.Command(node, "--check", mjs).CombinedOutput(); err != nil {
 			t.Errorf("%s does not parse: %v\n%s", script, err, out)
 		}
-		for _, field := range []string{"customer_id", "merchant_id", "amount", "currency", "Idempotency-Key"} {
+		for _, field := range []string{"customer_id", "merchant_id", "amount", "currency", "Idempotency-Key", "Authorization: `Bearer ${API_KEY}`"} {
 			if !strings.Contains(string(src), field) {
 				t.Errorf("%s does not send %s (the wire contract)", script, field)
 			}

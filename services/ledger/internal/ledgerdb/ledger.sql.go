@@ -209,6 +209,18 @@ func (q *Queries) OrderEntries(ctx context.Context, orderID string) ([]JournalEn
 	return items, nil
 }
 
+const orderMerchant = `-- name: OrderMerchant :one
+SELECT merchant_account FROM ledger_orders WHERE order_id = $1
+`
+
+// The merchant account of an order the ledger knows.
+func (q *Queries) OrderMerchant(ctx context.Context, orderID string) (string, error) {
+	row := q.db.QueryRow(ctx, orderMerchant, orderID)
+	var merchant_account string
+	err := row.Scan(&merchant_account)
+	return merchant_account, err
+}
+
 const orderPostings = `-- name: OrderPostings :many
 SELECT p.entry_id, p.account_id, p.currency, p.amount
 FROM postings p JOIN journal_entries e ON e.id = p.entry_id

@@ -17,6 +17,15 @@ type Account struct {
 	CreatedAt time.Time
 }
 
+type ApiKey struct {
+	ID         string
+	MerchantID string
+	Name       string
+	Hash       []byte
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
+}
+
 type Balance struct {
 	AccountID string
 	Currency  string

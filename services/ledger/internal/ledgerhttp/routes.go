@@ -3,6 +3,7 @@
 package ledgerhttp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -14,17 +15,29 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/services/ledger/internal/ledgerdb"
 )
+
+// Security is how the read API admits requests: a merchant's API key
+// (Keys), within its rate (Limiter, nil: no limit) and a deadline per
+// request (RequestTimeout, 0: none).
+type Security struct {
+	Keys           *apikey.Authenticator
+	Limiter        *apikey.Limiter
+	RequestTimeout time.Duration
+}
 
 // Routes returns the read API:
 //
 //	GET /v1/accounts/{id}          balance per currency
 //	GET /v1/orders/{id}/entries    journal entries with their postings
 //
-// as api/openapi.yaml documents them. Errors, an unknown path or method
-// included, are RFC 9457 problem documents with a stable code.
-func Routes(pool *pgxpool.Pool, log *slog.Logger) http.Handler {
+// as api/openapi.yaml documents them, for the merchant of the request's API
+// key: its own account and orders, and nothing else (404, as for an
+// unknown id). Errors, an unknown path or method included, are RFC 9457
+// problem documents with a stable code.
+func Routes(pool *pgxpool.Pool, log *slog.Logger, sec Security) http.Handler {
 	a := &api{q: ledgerdb.New(pool), log: log}
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -34,9 +47,50 @@ func Routes(pool *pgxpool.Pool, log *slog.Logger) http.Handler {
 		w.Header().Set("Allow", http.MethodGet)
 		problem(w, r, http.StatusMethodNotAllowed, "method_not_allowed", "the ledger's read API only answers GET")
 	})
-	r.Get("/v1/accounts/{id}", a.account)
-	r.Get("/v1/orders/{id}/entries", a.entries)
+	r.Group(func(r chi.Router) {
+		r.Use(deadline(sec.RequestTimeout), apikey.Authenticate(sec.Keys, a.refuse), sec.Limiter.Middleware(a.refuse))
+		r.Get("/v1/accounts/{id}", a.account)
+		r.Get("/v1/orders/{id}/entries", a.entries)
+	})
 	return r
+}
+
+// deadline gives every request at most d (nothing when d is 0).
+func deadline(d time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		if d <= 0 {
+			return next
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			defer cancel()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+}
+
+// refuse answers a request the key check or the rate limit refused.
+func (a *api) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	var limitErr *apikey.LimitError
+	switch {
+	case errors.Is(err, apikey.ErrMissing):
+		problem(w, r, http.StatusUnauthorized, "unauthenticated", "the ledger's read API needs a merchant's API key: Authorization: Bearer <key>")
+	case errors.Is(err, apikey.ErrInvalid):
+		problem(w, r, http.StatusUnauthorized, "api_key_invalid", "the API key is not valid: malformed, unknown or revoked")
+	case errors.Is(err, apikey.ErrInQuery):
+		problem(w, r, http.StatusBadRequest, "api_key_in_query", "API keys go in the Authorization header, never in the query string: revoke a key sent there")
+	case errors.As(err, &limitErr):
+		problem(w, r, http.StatusTooManyRequests, "rate_limited", "the API key is over its request rate; retry after Retry-After seconds")
+	default:
+		a.log.ErrorContext(r.Context(), "ledger read: checking the API key", "path", r.URL.Path, "error", err)
+		problem(w, r, http.StatusServiceUnavailable, "database_unavailable", "the ledger's database could not be read in time; retry")
+	}
+}
+
+// merchantAccount is the account of the request key's merchant.
+func merchantAccount(r *http.Request) string {
+	p, _ := apikey.FromContext(r.Context())
+	return "merchant:" + p.MerchantID
 }
 
 type api struct {
@@ -82,6 +136,10 @@ type Entries struct {
 
 func (a *api) account(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
+	if id != merchantAccount(r) {
+		problem(w, r, http.StatusNotFound, "account_not_found", "no account "+id)
+		return
+	}
 	acc, err := a.q.Account(r.Context(), id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		problem(w, r, http.StatusNotFound, "account_not_found", "no account "+id)
@@ -105,10 +163,17 @@ func (a *api) account(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) entries(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	entries, err := a.q.OrderEntries(r.Context(), id)
-	if err != nil {
+	owner, err := a.q.OrderMerchant(r.Context(), id)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		a.fail(w, r, err)
 		return
+	}
+	var entries []ledgerdb.JournalEntry
+	if err == nil && owner == merchantAccount(r) {
+		if entries, err = a.q.OrderEntries(r.Context(), id); err != nil {
+			a.fail(w, r, err)
+			return
+		}
 	}
 	if len(entries) == 0 {
 		problem(w, r, http.StatusNotFound, "order_not_found", "no journal entries for order "+id)

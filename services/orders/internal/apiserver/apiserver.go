@@ -16,6 +16,7 @@ import (
 
 	"github.com/paylab/paylab/api/apidocs"
 	"github.com/paylab/paylab/internal/platform/admin"
+	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/chaos"
 	"github.com/paylab/paylab/internal/platform/process"
@@ -74,7 +75,7 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 	}
 	app, err := orderapp.New(orderapp.Config{
 		Pool: pool, Mode: cfg.Mode(), Topic: cfg.OrdersTopic, Publisher: pub, Notifier: notifier,
-		Hooks: hooks, Logger: log, Registerer: reg,
+		Hooks: hooks, AcquireTimeout: cfg.DatabaseAcquireTimeout, Logger: log, Registerer: reg,
 	})
 	if err != nil {
 		return err
@@ -84,7 +85,14 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 
-	apiSrv := publicServer(cfg.HTTPAddr, orderhttp.Routes(app, log, metrics), log)
+	sec := orderhttp.Security{
+		Keys: apikey.NewAuthenticator(pool, apikey.AuthConfig{
+			TTL: cfg.APIKeyCacheTTL, LookupTimeout: cfg.DatabaseAcquireTimeout + time.Second,
+		}),
+		Limiter:        apikey.NewLimiter(apikey.LimitConfig{Rate: cfg.APIRateLimit, Burst: cfg.APIRateBurst}),
+		RequestTimeout: cfg.RequestTimeout,
+	}
+	apiSrv := publicServer(cfg.HTTPAddr, orderhttp.Routes(app, log, metrics, sec), log)
 	adminRoutes := admin.Handler(reg, map[string]admin.Check{"database": pool.Ping})
 	docs, err := apidocs.Handler()
 	if err != nil {

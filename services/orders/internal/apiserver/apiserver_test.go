@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/internal/apiserver"
 	"github.com/paylab/paylab/services/orders/internal/config"
@@ -21,6 +22,7 @@ import (
 type process struct {
 	api, admin string // base URLs
 	pool       *pgxpool.Pool
+	key        string // an API key of merchant mer_7
 	stop       func() error
 }
 
@@ -34,6 +36,8 @@ func start(t *testing.T, mode string, adjust ...func(*config.API)) *process {
 		HTTPAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", OutboxMode: mode, LogLevel: "info",
 		IdempotencyRetention: 24 * time.Hour, IdempotencyPruneInterval: time.Minute,
 		ShutdownTimeout: 5 * time.Second, DatabaseMaxConns: 4,
+		DatabaseAcquireTimeout: 2 * time.Second, RequestTimeout: 10 * time.Second,
+		APIKeyCacheTTL: 10 * time.Second, APIRateLimit: 200, APIRateBurst: 400,
 	}
 	for _, f := range adjust {
 		f(&cfg)
@@ -49,7 +53,11 @@ func start(t *testing.T, mode string, adjust ...func(*config.API)) *process {
 			OnListen: func(api, admin net.Addr) { addrs <- [2]net.Addr{api, admin} },
 		})
 	}()
-	p := &process{pool: pool}
+	key, _, err := apikey.NewStore(pool).Create(context.Background(), "mer_7", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{pool: pool, key: key}
 	select {
 	case a := <-addrs:
 		p.api, p.admin = "http://"+a[0].String(), "http://"+a[1].String()
@@ -96,17 +104,45 @@ func get(t *testing.T, url string) (int, string) {
 
 func pay(t *testing.T, p *process) (int, string) {
 	t.Helper()
+	status, _, body := payWith(t, p, "Bearer "+p.key, "k-1")
+	return status, body
+}
+
+// payWith places a payment with the Authorization auth (none when empty).
+func payWith(t *testing.T, p *process, auth, idempotencyKey string) (int, http.Header, string) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, p.api+"/v1/payments",
 		strings.NewReader(`{"customer_id":"cus_42","merchant_id":"mer_7","amount":1999,"currency":"EUR"}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "k-1")
+	req.Header.Set("Idempotency-Key", idempotencyKey)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	return res.StatusCode, res.Header, string(b)
+}
+
+// The process as configured: no key is 401 with a challenge, a key over
+// API_RATE_LIMIT is 429 with Retry-After.
+func TestAPIKeysAndRateLimit(t *testing.T) {
+	t.Parallel()
+	p := start(t, "outbox", func(c *config.API) { c.APIRateLimit, c.APIRateBurst = 0.1, 1 })
+	if status, h, body := payWith(t, p, "", "k-0"); status != http.StatusUnauthorized ||
+		h.Get("WWW-Authenticate") != `Bearer realm="paylab"` || !strings.Contains(body, `"code":"unauthenticated"`) {
+		t.Fatalf("without a key: %d %v %s", status, h, body)
+	}
+	if status, body := pay(t, p); status != http.StatusCreated {
+		t.Fatalf("with the key: %d %s", status, body)
+	}
+	if status, h, body := payWith(t, p, "Bearer "+p.key, "k-2"); status != http.StatusTooManyRequests ||
+		h.Get("Retry-After") != "10" || !strings.Contains(body, `"code":"rate_limited"`) {
+		t.Fatalf("over the rate: %d %v %s", status, h, body)
+	}
 }
 
 func count(t *testing.T, p *process, query string) int {

@@ -36,6 +36,19 @@ type API struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	// DatabaseMaxConns is the size of the connection pool.
 	DatabaseMaxConns int32 `env:"DATABASE_MAX_CONNS" envDefault:"10"`
+	// DatabaseAcquireTimeout bounds a request's wait for a pooled
+	// connection (then 503 database_unavailable); RequestTimeout bounds a
+	// whole request (then 503).
+	DatabaseAcquireTimeout time.Duration `env:"DATABASE_ACQUIRE_TIMEOUT" envDefault:"2s"`
+	RequestTimeout         time.Duration `env:"REQUEST_TIMEOUT" envDefault:"10s"`
+	// APIKeyCacheTTL is how long a merchant API key's row is cached: a
+	// revoked key is refused at most this long after paylab keys revoke.
+	APIKeyCacheTTL time.Duration `env:"API_KEY_CACHE_TTL" envDefault:"10s"`
+	// APIRateLimit is each API key's sustained request rate per second
+	// (0: no limit) and APIRateBurst the requests it may send at once;
+	// beyond them, 429 with Retry-After.
+	APIRateLimit float64 `env:"API_RATE_LIMIT" envDefault:"200"`
+	APIRateBurst int     `env:"API_RATE_BURST" envDefault:"400"`
 	// ChaosEnabled mounts the fault-injection controls (/chaos/…) on the
 	// admin listener, guarded by the bearer token ChaosToken.
 	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
@@ -97,6 +110,21 @@ func (c API) Validate() error {
 	}
 	if c.DatabaseMaxConns < 1 {
 		bad("DATABASE_MAX_CONNS must be at least 1, got %d", c.DatabaseMaxConns)
+	}
+	if c.DatabaseAcquireTimeout <= 0 {
+		bad("DATABASE_ACQUIRE_TIMEOUT must be positive, got %s", c.DatabaseAcquireTimeout)
+	}
+	if c.RequestTimeout <= 0 {
+		bad("REQUEST_TIMEOUT must be positive, got %s", c.RequestTimeout)
+	}
+	if c.APIKeyCacheTTL <= 0 {
+		bad("API_KEY_CACHE_TTL must be positive, got %s", c.APIKeyCacheTTL)
+	}
+	if c.APIRateLimit < 0 {
+		bad("API_RATE_LIMIT must be 0 (no limit) or positive, got %v", c.APIRateLimit)
+	}
+	if c.APIRateLimit > 0 && c.APIRateBurst < 1 {
+		bad("API_RATE_BURST must be at least 1, got %d", c.APIRateBurst)
 	}
 	if c.ChaosEnabled && len(c.ChaosToken) < 16 {
 		bad("CHAOS_TOKEN must be at least 16 characters when CHAOS_ENABLED=true")

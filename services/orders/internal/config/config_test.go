@@ -10,7 +10,8 @@ import (
 
 func TestDefaults(t *testing.T) {
 	for _, v := range []string{"DATABASE_URL", "KAFKA_BROKERS", "ORDERS_TOPIC", "HTTP_ADDR", "ADMIN_ADDR", "OUTBOX_MODE",
-		"LOG_LEVEL", "IDEMPOTENCY_RETENTION", "IDEMPOTENCY_PRUNE_INTERVAL", "SHUTDOWN_TIMEOUT", "DATABASE_MAX_CONNS"} {
+		"LOG_LEVEL", "IDEMPOTENCY_RETENTION", "IDEMPOTENCY_PRUNE_INTERVAL", "SHUTDOWN_TIMEOUT", "DATABASE_MAX_CONNS",
+		"DATABASE_ACQUIRE_TIMEOUT", "REQUEST_TIMEOUT", "API_KEY_CACHE_TTL", "API_RATE_LIMIT", "API_RATE_BURST"} {
 		t.Setenv(v, "")
 	}
 	cfg, err := config.LoadAPI()
@@ -23,6 +24,8 @@ func TestDefaults(t *testing.T) {
 		HTTPAddr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9080", OutboxMode: "outbox", LogLevel: "info",
 		IdempotencyRetention: 24 * time.Hour, IdempotencyPruneInterval: 10 * time.Minute,
 		ShutdownTimeout: 15 * time.Second, DatabaseMaxConns: 10,
+		DatabaseAcquireTimeout: 2 * time.Second, RequestTimeout: 10 * time.Second,
+		APIKeyCacheTTL: 10 * time.Second, APIRateLimit: 200, APIRateBurst: 400,
 	}
 	if cfg != want {
 		t.Fatalf("defaults = %+v\nwant %+v", cfg, want)
@@ -44,6 +47,7 @@ func TestValidate(t *testing.T) {
 		HTTPAddr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9080", OutboxMode: "outbox", LogLevel: "info",
 		IdempotencyRetention: 24 * time.Hour, IdempotencyPruneInterval: time.Minute,
 		ShutdownTimeout: time.Second, DatabaseMaxConns: 1,
+		DatabaseAcquireTimeout: time.Second, RequestTimeout: time.Second, APIKeyCacheTTL: time.Second,
 	}
 	if err := valid.Validate(); err != nil {
 		t.Fatal(err)
@@ -65,6 +69,11 @@ func TestValidate(t *testing.T) {
 		{"IDEMPOTENCY_PRUNE_INTERVAL", func(c *config.API) { c.IdempotencyPruneInterval = 0 }},
 		{"SHUTDOWN_TIMEOUT", func(c *config.API) { c.ShutdownTimeout = -time.Second }},
 		{"DATABASE_MAX_CONNS", func(c *config.API) { c.DatabaseMaxConns = 0 }},
+		{"DATABASE_ACQUIRE_TIMEOUT", func(c *config.API) { c.DatabaseAcquireTimeout = 0 }},
+		{"REQUEST_TIMEOUT", func(c *config.API) { c.RequestTimeout = -time.Second }},
+		{"API_KEY_CACHE_TTL", func(c *config.API) { c.APIKeyCacheTTL = 0 }},
+		{"API_RATE_LIMIT", func(c *config.API) { c.APIRateLimit = -1 }},
+		{"API_RATE_BURST", func(c *config.API) { c.APIRateLimit, c.APIRateBurst = 10, 0 }},
 	}
 	for _, tt := range tests {
 		c := valid

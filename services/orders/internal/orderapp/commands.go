@@ -26,7 +26,7 @@ func (s *Service) PlacePayment(ctx context.Context, n order.NewOrder, opts Optio
 		if err != nil {
 			return nil, nil, err
 		}
-		return capture(ctx, q, created.ID)
+		return capture(ctx, q, n.MerchantID, created.ID)
 	}))
 }
 
@@ -42,25 +42,26 @@ func (s *Service) CreateOrder(ctx context.Context, n order.NewOrder, opts Option
 	}))
 }
 
-// Capture captures an authorized order in full: OrderCaptured. Of concurrent
-// captures of one order exactly one succeeds; the others get
-// order.ErrNotCapturable.
-func (s *Service) Capture(ctx context.Context, id uuid.UUID, opts Options) (Outcome[order.Order], error) {
+// Capture captures an authorized order of merchant in full: OrderCaptured.
+// Of concurrent captures of one order exactly one succeeds; the others get
+// order.ErrNotCapturable. Another merchant's order is order.ErrNotFound.
+func (s *Service) Capture(ctx context.Context, merchant string, id uuid.UUID, opts Options) (Outcome[order.Order], error) {
 	return outcome[order.Order](s.execute(ctx, OpCapture, opts, func(ctx context.Context, q *orderdb.Queries) (any, []outbox.Event, error) {
-		return capture(ctx, q, id)
+		return capture(ctx, q, merchant, id)
 	}))
 }
 
-// Refund refunds part or all of a captured order: OrderRefunded. The
-// refunds of an order never exceed its captured amount.
-func (s *Service) Refund(ctx context.Context, id uuid.UUID, n order.NewRefund, opts Options) (Outcome[order.Refund], error) {
+// Refund refunds part or all of a captured order of merchant:
+// OrderRefunded. The refunds of an order never exceed its captured amount.
+// Another merchant's order is order.ErrNotFound.
+func (s *Service) Refund(ctx context.Context, merchant string, id uuid.UUID, n order.NewRefund, opts Options) (Outcome[order.Refund], error) {
 	if err := n.Validate(); err != nil {
 		return Outcome[order.Refund]{}, err
 	}
 	return outcome[order.Refund](s.execute(ctx, OpRefund, opts, func(ctx context.Context, q *orderdb.Queries) (any, []outbox.Event, error) {
-		row, err := q.RefundOrder(ctx, orderdb.RefundOrderParams{ID: id, Amount: n.Amount})
+		row, err := q.RefundOrder(ctx, orderdb.RefundOrderParams{ID: id, MerchantID: merchant, Amount: n.Amount})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, nil, whyNotRefundable(ctx, q, id, n.Amount)
+			return nil, nil, whyNotRefundable(ctx, q, merchant, id, n.Amount)
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("refunding order %s: %w", id, err)
@@ -76,14 +77,20 @@ func (s *Service) Refund(ctx context.Context, id uuid.UUID, n order.NewRefund, o
 	}))
 }
 
-// Get returns an order.
-func (s *Service) Get(ctx context.Context, id uuid.UUID) (order.Order, error) {
-	row, err := orderdb.New(s.pool).GetOrder(ctx, id)
+// Get returns an order of merchant; another merchant's order is
+// order.ErrNotFound.
+func (s *Service) Get(ctx context.Context, merchant string, id uuid.UUID) (order.Order, error) {
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return order.Order{}, fmt.Errorf("reading order %s: %w", id, err)
+	}
+	defer conn.Release()
+	row, err := orderdb.New(conn).GetOrder(ctx, orderdb.GetOrderParams{ID: id, MerchantID: merchant})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return order.Order{}, fmt.Errorf("order %s: %w", id, order.ErrNotFound)
 	}
 	if err != nil {
-		return order.Order{}, fmt.Errorf("reading order %s: %w", id, err)
+		return order.Order{}, fmt.Errorf("reading order %s: %w", id, translate(err))
 	}
 	return FromDB(row), nil
 }
@@ -98,10 +105,10 @@ func createOrder(ctx context.Context, q *orderdb.Queries, n order.NewOrder) (ord
 	return FromDB(row), nil
 }
 
-func capture(ctx context.Context, q *orderdb.Queries, id uuid.UUID) (any, []outbox.Event, error) {
-	row, err := q.CaptureOrder(ctx, id)
+func capture(ctx context.Context, q *orderdb.Queries, merchant string, id uuid.UUID) (any, []outbox.Event, error) {
+	row, err := q.CaptureOrder(ctx, orderdb.CaptureOrderParams{ID: id, MerchantID: merchant})
 	if errors.Is(err, pgx.ErrNoRows) {
-		cur, gerr := q.GetOrder(ctx, id)
+		cur, gerr := q.GetOrder(ctx, orderdb.GetOrderParams{ID: id, MerchantID: merchant})
 		if errors.Is(gerr, pgx.ErrNoRows) {
 			return nil, nil, fmt.Errorf("capturing order %s: %w", id, order.ErrNotFound)
 		}
@@ -118,8 +125,8 @@ func capture(ctx context.Context, q *orderdb.Queries, id uuid.UUID) (any, []outb
 	return o, []outbox.Event{ev}, err
 }
 
-func whyNotRefundable(ctx context.Context, q *orderdb.Queries, id uuid.UUID, amount int64) error {
-	cur, err := q.GetOrder(ctx, id)
+func whyNotRefundable(ctx context.Context, q *orderdb.Queries, merchant string, id uuid.UUID, amount int64) error {
+	cur, err := q.GetOrder(ctx, orderdb.GetOrderParams{ID: id, MerchantID: merchant})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("refunding order %s: %w", id, order.ErrNotFound)

@@ -40,7 +40,12 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 		err = translate(err)
 		endTx(span, len(events), replayed, err)
 	}()
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("beginning transaction: %w", err)
 	}

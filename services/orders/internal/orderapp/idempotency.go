@@ -16,10 +16,12 @@ import (
 // The response is stored in the transaction of the effect: it exists if and
 // only if the effect committed.
 type Idempotency struct {
-	// Scope and Key identify the stored response, e.g. "POST /v1/payments"
-	// and the client's Idempotency-Key.
-	Scope string
-	Key   string
+	// Merchant, Scope and Key identify the stored response: the merchant of
+	// the request's API key, e.g. "POST /v1/payments", and the client's
+	// Idempotency-Key. Two merchants' keys never meet.
+	Merchant string
+	Scope    string
+	Key      string
 	// RequestHash fingerprints the request; the same key with a different
 	// hash is rejected with order.ErrIdempotencyKeyReused.
 	RequestHash []byte
@@ -56,14 +58,14 @@ type Outcome[T any] struct {
 // response. It returns the response to replay, or nil when the effect should
 // run now.
 func claimKey(ctx context.Context, q *orderdb.Queries, idem *Idempotency) (*Response, error) {
-	acquired, err := q.TryLockIdempotencyKey(ctx, orderdb.TryLockIdempotencyKeyParams{Scope: idem.Scope, Key: idem.Key})
+	acquired, err := q.TryLockIdempotencyKey(ctx, orderdb.TryLockIdempotencyKeyParams{MerchantID: idem.Merchant, Scope: idem.Scope, Key: idem.Key})
 	if err != nil {
 		return nil, fmt.Errorf("locking idempotency key: %w", err)
 	}
 	if !acquired {
 		return nil, order.ErrIdempotencyKeyInFlight
 	}
-	row, err := q.GetIdempotencyKey(ctx, orderdb.GetIdempotencyKeyParams{Scope: idem.Scope, Key: idem.Key})
+	row, err := q.GetIdempotencyKey(ctx, orderdb.GetIdempotencyKeyParams{MerchantID: idem.Merchant, Scope: idem.Scope, Key: idem.Key})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -83,7 +85,7 @@ func storeKey(ctx context.Context, q *orderdb.Queries, idem *Idempotency, result
 		return nil, fmt.Errorf("encoding the response to store: %w", err)
 	}
 	err = q.InsertIdempotencyKey(ctx, orderdb.InsertIdempotencyKeyParams{
-		Scope: idem.Scope, Key: idem.Key, RequestHash: idem.RequestHash,
+		MerchantID: idem.Merchant, Scope: idem.Scope, Key: idem.Key, RequestHash: idem.RequestHash,
 		ResponseStatus: int32(resp.Status), ResponseBody: resp.Body,
 	})
 	if err != nil {

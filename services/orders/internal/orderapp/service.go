@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,6 +38,10 @@ type Config struct {
 	// (outbox.Config.NotifyAfterCommit). Nil: a NOTIFY in each transaction.
 	Notifier *outbox.Notifier
 	Hooks    Hooks
+	// AcquireTimeout bounds the wait for a pooled connection: when every
+	// connection is busy (a stuck database), a call fails with
+	// order.ErrUnavailable after it instead of queueing. Default 2 s.
+	AcquireTimeout time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the service's metrics; nil registers none.
@@ -53,7 +58,9 @@ type Service struct {
 	pub    Publisher
 	hooks  Hooks
 	log    *slog.Logger
-	naiveC *prometheus.CounterVec
+	// acquireTimeout is Config.AcquireTimeout.
+	acquireTimeout time.Duration
+	naiveC         *prometheus.CounterVec
 }
 
 // New returns a Service.
@@ -75,12 +82,16 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.AcquireTimeout <= 0 {
+		cfg.AcquireTimeout = DefaultAcquireTimeout
+	}
 	w, err := outbox.NewWriter(outbox.Config{NotifyAfterCommit: cfg.Notifier != nil})
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{
 		pool: cfg.Pool, outbox: w, notify: cfg.Notifier, mode: cfg.Mode, topic: cfg.Topic, pub: cfg.Publisher, hooks: cfg.Hooks, log: cfg.Logger,
+		acquireTimeout: cfg.AcquireTimeout,
 		naiveC: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paylab_orders_naive_publish_total",
 			Help: "Events the naive modes tried to publish straight to Kafka, by result (published, failed, skipped).",

@@ -10,16 +10,17 @@ import (
 )
 
 const getIdempotencyKey = `-- name: GetIdempotencyKey :one
-SELECT scope, key, request_hash, response_status, response_body, created_at FROM idempotency_keys WHERE scope = $1 AND key = $2
+SELECT scope, key, request_hash, response_status, response_body, created_at, merchant_id FROM idempotency_keys WHERE merchant_id = $1 AND scope = $2 AND key = $3
 `
 
 type GetIdempotencyKeyParams struct {
-	Scope string
-	Key   string
+	MerchantID string
+	Scope      string
+	Key        string
 }
 
 func (q *Queries) GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error) {
-	row := q.db.QueryRow(ctx, getIdempotencyKey, arg.Scope, arg.Key)
+	row := q.db.QueryRow(ctx, getIdempotencyKey, arg.MerchantID, arg.Scope, arg.Key)
 	var i IdempotencyKey
 	err := row.Scan(
 		&i.Scope,
@@ -28,16 +29,18 @@ func (q *Queries) GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyPa
 		&i.ResponseStatus,
 		&i.ResponseBody,
 		&i.CreatedAt,
+		&i.MerchantID,
 	)
 	return i, err
 }
 
 const insertIdempotencyKey = `-- name: InsertIdempotencyKey :exec
-INSERT INTO idempotency_keys (scope, key, request_hash, response_status, response_body)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO idempotency_keys (merchant_id, scope, key, request_hash, response_status, response_body)
+VALUES ($1, $2, $3, $4, $5, $6)
 `
 
 type InsertIdempotencyKeyParams struct {
+	MerchantID     string
 	Scope          string
 	Key            string
 	RequestHash    []byte
@@ -47,6 +50,7 @@ type InsertIdempotencyKeyParams struct {
 
 func (q *Queries) InsertIdempotencyKey(ctx context.Context, arg InsertIdempotencyKeyParams) error {
 	_, err := q.db.Exec(ctx, insertIdempotencyKey,
+		arg.MerchantID,
 		arg.Scope,
 		arg.Key,
 		arg.RequestHash,
@@ -58,8 +62,8 @@ func (q *Queries) InsertIdempotencyKey(ctx context.Context, arg InsertIdempotenc
 
 const pruneIdempotencyKeys = `-- name: PruneIdempotencyKeys :execrows
 DELETE FROM idempotency_keys
-WHERE (scope, key) IN (
-    SELECT scope, key FROM idempotency_keys
+WHERE (merchant_id, scope, key) IN (
+    SELECT merchant_id, scope, key FROM idempotency_keys
     WHERE created_at < now() - make_interval(secs => $1::float8)
     ORDER BY created_at
     LIMIT $2::integer
@@ -82,20 +86,21 @@ func (q *Queries) PruneIdempotencyKeys(ctx context.Context, arg PruneIdempotency
 }
 
 const tryLockIdempotencyKey = `-- name: TryLockIdempotencyKey :one
-SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2::text, 0))::boolean AS acquired
+SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2::text || ' ' || $3::text, 0))::boolean AS acquired
 `
 
 type TryLockIdempotencyKeyParams struct {
-	Scope string
-	Key   string
+	MerchantID string
+	Scope      string
+	Key        string
 }
 
-// Takes a transaction-scoped advisory lock on (scope, key) without waiting:
+// Takes a transaction-scoped advisory lock on (merchant, scope, key) without waiting:
 // false means another transaction holds it, i.e. the same key is in flight.
 // The lock is released when the transaction ends, together with the commit
 // (or rollback) of the effect and its stored response.
 func (q *Queries) TryLockIdempotencyKey(ctx context.Context, arg TryLockIdempotencyKeyParams) (bool, error) {
-	row := q.db.QueryRow(ctx, tryLockIdempotencyKey, arg.Scope, arg.Key)
+	row := q.db.QueryRow(ctx, tryLockIdempotencyKey, arg.MerchantID, arg.Scope, arg.Key)
 	var acquired bool
 	err := row.Scan(&acquired)
 	return acquired, err

@@ -11,6 +11,15 @@ import (
 	"github.com/google/uuid"
 )
 
+type ApiKey struct {
+	ID         string
+	MerchantID string
+	Name       string
+	Hash       []byte
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
+}
+
 type IdempotencyKey struct {
 	Scope          string
 	Key            string
@@ -18,6 +27,7 @@ type IdempotencyKey struct {
 	ResponseStatus int32
 	ResponseBody   []byte
 	CreatedAt      time.Time
+	MerchantID     string
 }
 
 type Order struct {

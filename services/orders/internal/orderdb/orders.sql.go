@@ -19,16 +19,23 @@ SET status          = 'captured',
     version         = version + 1,
     updated_at      = now()
 WHERE id = $1
+  AND merchant_id = $2
   AND status = 'authorized'
 RETURNING id, customer_id, merchant_id, amount, currency, status, captured_amount, refunded_amount, event_seq, version, created_at, updated_at
 `
 
+type CaptureOrderParams struct {
+	ID         uuid.UUID
+	MerchantID string
+}
+
 // Captures the full amount of an authorized order and takes the next event
 // sequence number. The status condition is the guard: of concurrent captures
 // of one order, the first to lock the row wins; the others re-check the
-// condition after it commits, match no row, and get pgx.ErrNoRows.
-func (q *Queries) CaptureOrder(ctx context.Context, id uuid.UUID) (Order, error) {
-	row := q.db.QueryRow(ctx, captureOrder, id)
+// condition after it commits, match no row, and get pgx.ErrNoRows. Another
+// merchant's order matches no row either.
+func (q *Queries) CaptureOrder(ctx context.Context, arg CaptureOrderParams) (Order, error) {
+	row := q.db.QueryRow(ctx, captureOrder, arg.ID, arg.MerchantID)
 	var i Order
 	err := row.Scan(
 		&i.ID,
@@ -120,11 +127,17 @@ func (q *Queries) CreateRefund(ctx context.Context, arg CreateRefundParams) (Ref
 }
 
 const getOrder = `-- name: GetOrder :one
-SELECT id, customer_id, merchant_id, amount, currency, status, captured_amount, refunded_amount, event_seq, version, created_at, updated_at FROM orders WHERE id = $1
+SELECT id, customer_id, merchant_id, amount, currency, status, captured_amount, refunded_amount, event_seq, version, created_at, updated_at FROM orders WHERE id = $1 AND merchant_id = $2
 `
 
-func (q *Queries) GetOrder(ctx context.Context, id uuid.UUID) (Order, error) {
-	row := q.db.QueryRow(ctx, getOrder, id)
+type GetOrderParams struct {
+	ID         uuid.UUID
+	MerchantID string
+}
+
+// An order of one merchant: another merchant's order is not found.
+func (q *Queries) GetOrder(ctx context.Context, arg GetOrderParams) (Order, error) {
+	row := q.db.QueryRow(ctx, getOrder, arg.ID, arg.MerchantID)
 	var i Order
 	err := row.Scan(
 		&i.ID,
@@ -152,21 +165,24 @@ SET refunded_amount = refunded_amount + $1::bigint,
     version         = version + 1,
     updated_at      = now()
 WHERE id = $2
+  AND merchant_id = $3
   AND status IN ('captured', 'partially_refunded')
   AND refunded_amount + $1::bigint <= captured_amount
 RETURNING id, customer_id, merchant_id, amount, currency, status, captured_amount, refunded_amount, event_seq, version, created_at, updated_at
 `
 
 type RefundOrderParams struct {
-	Amount int64
-	ID     uuid.UUID
+	Amount     int64
+	ID         uuid.UUID
+	MerchantID string
 }
 
 // Adds a refund to a captured order, guarded so that the refunds never exceed
 // the captured amount, and takes the next event sequence number. No row when
-// the order is not refundable or the amount is too large.
+// the order is not refundable, the amount is too large, or the order is
+// another merchant's.
 func (q *Queries) RefundOrder(ctx context.Context, arg RefundOrderParams) (Order, error) {
-	row := q.db.QueryRow(ctx, refundOrder, arg.Amount, arg.ID)
+	row := q.db.QueryRow(ctx, refundOrder, arg.Amount, arg.ID, arg.MerchantID)
 	var i Order
 	err := row.Scan(
 		&i.ID,

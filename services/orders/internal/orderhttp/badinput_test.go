@@ -74,7 +74,18 @@ func TestBadInputs(t *testing.T) {
 		{"customer id invalid UTF-8", "POST", pay, ok("customer_id", "\"cus_\xff\""), nil, 422, "customer_id_invalid", []string{"customer_id"}},
 		{"merchant id as object", "POST", pay, ok("merchant_id", `{}`), nil, 422, "merchant_id_invalid", []string{"merchant_id"}},
 		{"several invalid fields", "POST", pay, body(`""`, `"mer_7"`, `-1`, `"EUR"`), nil, 422, "validation_failed", []string{"customer_id", "amount"}},
-		{"everything missing", "POST", "/v1/orders", `{}`, nil, 422, "validation_failed", []string{"customer_id", "merchant_id", "amount", "currency"}},
+		{"everything missing", "POST", "/v1/orders", `{}`, nil, 422, "validation_failed", []string{"customer_id", "amount", "currency"}},
+		{"merchant id empty", "POST", pay, ok("merchant_id", `""`), nil, 422, "merchant_id_invalid", []string{"merchant_id"}},
+		{"another merchant", "POST", pay, ok("merchant_id", `"mer_8"`), nil, 403, "merchant_mismatch", []string{"merchant_id"}},
+		{"another merchant, an order", "POST", "/v1/orders", ok("merchant_id", `"M-7"`), nil, 403, "merchant_mismatch", []string{"merchant_id"}},
+		{"no API key", "POST", pay, paymentBody, []string{"Authorization", ""}, 401, "unauthenticated", nil},
+		{"a basic credential", "GET", "/v1/orders/" + authorized, "", []string{"Authorization", "Basic bWVyXzc6eA=="}, 401, "api_key_invalid", nil},
+		{"an unknown key", "POST", "/v1/orders/" + authorized + "/capture", "", []string{"Authorization", "Bearer " + b.key[:len(b.key)-1] + "2"}, 401, "api_key_invalid", nil},
+		{"not a key", "POST", "/v1/orders/" + captured + "/refunds", `{"amount":5}`, []string{"Authorization", "Bearer 42"}, 401, "api_key_invalid", nil},
+		{"key in the query", "POST", pay + "?api_key=" + b.key, paymentBody, nil, 400, "api_key_in_query", nil},
+		{"key in the query of a read", "GET", "/v1/orders/" + authorized + "?access_token=x", "", nil, 400, "api_key_in_query", nil},
+		{"key in the query of a capture", "POST", "/v1/orders/" + authorized + "/capture?key=" + b.key, "", []string{"Authorization", ""}, 400, "api_key_in_query", nil},
+		{"key in the query of a refund", "POST", "/v1/orders/" + captured + "/refunds?k=" + b.key, `{"amount":5}`, nil, 400, "api_key_in_query", nil},
 		{"idempotency key too long", "POST", pay, paymentBody, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, "idempotency_key_invalid", nil},
 		{"idempotency key with a space", "POST", pay, paymentBody, []string{"Idempotency-Key", "a b"}, 400, "idempotency_key_invalid", nil},
 		{"idempotency key empty", "POST", pay, paymentBody, []string{"Idempotency-Key", ""}, 400, "idempotency_key_invalid", nil},
@@ -140,7 +151,8 @@ func TestBadInputs(t *testing.T) {
 	}
 }
 
-// The limits are inclusive: the largest amounts and ids are accepted.
+// The limits are inclusive: the largest amounts and ids are accepted. The
+// merchant_id may be left out: the key's merchant is the order's.
 func TestBoundaryInputsAccepted(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -149,8 +161,14 @@ func TestBoundaryInputsAccepted(t *testing.T) {
 		`{"customer_id":"cus_42","merchant_id":"mer_7","amount":1000000,"currency":"JPY"}`,
 		`{"customer_id":"` + strings.Repeat("c", 64) + `","merchant_id":"M-7","amount":1,"currency":"GBP"}`,
 		`{"customer_id":"cus_42","merchant_id":"mer_7","amount":1,"currency":"USD"}`,
+		`{"customer_id":"cus_42","amount":1,"currency":"USD"}`,
+		`{"customer_id":"cus_42","merchant_id":null,"amount":1,"currency":"USD"}`,
 	} {
-		res := b.do(http.MethodPost, "/v1/payments", body, "Content-Type", "application/json; charset=UTF-8")
+		key := b.key
+		if strings.Contains(body, "M-7") {
+			key = b.newKey("M-7")
+		}
+		res := b.do(http.MethodPost, "/v1/payments", body, "Content-Type", "application/json; charset=UTF-8", "Authorization", "Bearer "+key)
 		if res.Status != http.StatusCreated {
 			t.Errorf("%s: %d %s", body, res.Status, res.Body)
 		}

@@ -22,7 +22,7 @@ func TestRoutesAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := apitest.RouterOperations(router(&handlers{}, slog.New(slog.DiscardHandler), m))
+	ops, err := apitest.RouterOperations(router(&handlers{}, slog.New(slog.DiscardHandler), m, Security{}))
 	if err != nil {
 		t.Fatal(err)
 	}

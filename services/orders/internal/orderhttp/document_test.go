@@ -8,11 +8,11 @@ import (
 )
 
 // The API serves its OpenAPI document, the very bytes its tests check the
-// handlers against.
+// handlers against, without an API key.
 func TestServesTheOpenAPIDocument(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	res := b.do(http.MethodGet, "/openapi.yaml", "")
+	res := b.do(http.MethodGet, "/openapi.yaml", "", "Authorization", "")
 	if res.Status != http.StatusOK || res.Header.Get("Content-Type") != "application/yaml" {
 		t.Fatalf("GET /openapi.yaml = %d %q", res.Status, res.Header.Get("Content-Type"))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/api/apitest"
+	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/internal/order"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
@@ -43,7 +44,7 @@ func assertClientError(t *testing.T, input []byte, err error) {
 	t.Helper()
 	p := problemFor(err)
 	switch p.Status {
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
+	case http.StatusBadRequest, http.StatusForbidden, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
 	default:
 		t.Fatalf("input %q: error %v maps to status %d, want a 4xx", input, err, p.Status)
 	}
@@ -60,7 +61,7 @@ func FuzzParseNewOrder(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, err := parseNewOrder(data)
+		n, err := parseNewOrder(data, "mer_7")
 		if err != nil {
 			assertClientError(t, data, err)
 			return
@@ -72,7 +73,10 @@ func FuzzParseNewOrder(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n2, err := parseNewOrder(again); err != nil || n2 != n {
+		if n.MerchantID != "mer_7" {
+			t.Fatalf("input %q accepted for merchant %q, not the key's", data, n.MerchantID)
+		}
+		if n2, err := parseNewOrder(again, "mer_7"); err != nil || n2 != n {
 			t.Fatalf("round trip of %q: %+v, %v; want %+v", data, n2, err, n)
 		}
 	})
@@ -123,8 +127,8 @@ func FuzzParseOrderID(f *testing.F) {
 	})
 }
 
-// FuzzAPI sends arbitrary bodies and headers to every route of the real
-// handler on a real database: whatever comes in, the answer is never a 5xx,
+// FuzzAPI sends arbitrary bodies and headers, with a key of the order's
+// merchant, to every route of the real handler on a real database: whatever comes in, the answer is never a 5xx,
 // every error is a problem document, and, for the seed inputs, every answer
 // is one api/openapi.yaml documents.
 func FuzzAPI(f *testing.F) {
@@ -145,7 +149,11 @@ func FuzzAPI(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := Routes(app, slog.New(slog.NewJSONHandler(io.Discard, nil)), m)
+	apiKey, _, err := apikey.NewStore(pool).Create(f.Context(), "mer_1", "fuzz")
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := Routes(app, slog.New(slog.NewJSONHandler(io.Discard, nil)), m, Security{Keys: apikey.NewAuthenticator(pool, apikey.AuthConfig{})})
 	// One captured order whose id the paths use, so that requests reach the
 	// database.
 	out, err := app.PlacePayment(f.Context(), order.NewOrder{CustomerID: "cus_1", MerchantID: "mer_1", Amount: 100000, Currency: "EUR"}, orderapp.Options{})
@@ -166,6 +174,7 @@ func FuzzAPI(f *testing.F) {
 			method = http.MethodGet
 		}
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+apiKey)
 		for name, v := range map[string]string{"Content-Type": contentType, "Idempotency-Key": key, "traceparent": traceparent} {
 			if v != "" {
 				req.Header[name] = []string{v}

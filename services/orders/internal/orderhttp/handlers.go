@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/services/orders/internal/order"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 )
@@ -42,12 +43,13 @@ func (h *handlers) newOrder(w http.ResponseWriter, r *http.Request, scope string
 		fail(w, r, h.log, err)
 		return
 	}
-	n, err := parseNewOrder(data)
+	merchant := merchantOf(r)
+	n, err := parseNewOrder(data, merchant)
 	if err != nil {
 		fail(w, r, h.log, err)
 		return
 	}
-	opts, err := options(r, scope, n, http.StatusCreated, renderOrder)
+	opts, err := options(r, merchant, scope, n, http.StatusCreated, renderOrder)
 	if err != nil {
 		fail(w, r, h.log, err)
 		return
@@ -70,14 +72,15 @@ func (h *handlers) capture(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, h.log, err)
 		return
 	}
-	opts, err := options(r, "POST "+routeCapture, struct {
+	merchant := merchantOf(r)
+	opts, err := options(r, merchant, "POST "+routeCapture, struct {
 		OrderID uuid.UUID `json:"order_id"`
 	}{id}, http.StatusOK, renderOrder)
 	if err != nil {
 		fail(w, r, h.log, err)
 		return
 	}
-	out, err := h.app.Capture(r.Context(), id, opts)
+	out, err := h.app.Capture(r.Context(), merchant, id, opts)
 	h.respond(w, r, out.Response, out.Replayed, http.StatusOK, func() any { return renderOrder(out.Value) }, err)
 }
 
@@ -97,7 +100,8 @@ func (h *handlers) refund(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, h.log, err)
 		return
 	}
-	opts, err := options(r, "POST "+routeRefunds, struct {
+	merchant := merchantOf(r)
+	opts, err := options(r, merchant, "POST "+routeRefunds, struct {
 		OrderID uuid.UUID       `json:"order_id"`
 		Refund  order.NewRefund `json:"refund"`
 	}{id, n}, http.StatusCreated, renderRefund)
@@ -105,7 +109,7 @@ func (h *handlers) refund(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, h.log, err)
 		return
 	}
-	out, err := h.app.Refund(r.Context(), id, n, opts)
+	out, err := h.app.Refund(r.Context(), merchant, id, n, opts)
 	h.respond(w, r, out.Response, out.Replayed, http.StatusCreated, func() any { return renderRefund(out.Value) }, err)
 }
 
@@ -115,13 +119,19 @@ func (h *handlers) getOrder(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, h.log, err)
 		return
 	}
-	o, err := h.app.Get(r.Context(), id)
+	o, err := h.app.Get(r.Context(), merchantOf(r), id)
 	h.respond(w, r, nil, false, http.StatusOK, func() any { return renderOrder(o) }, err)
 }
 
+// merchantOf is the merchant of the request's API key.
+func merchantOf(r *http.Request) string {
+	p, _ := apikey.FromContext(r.Context())
+	return p.MerchantID
+}
+
 // options collects the per-call options of a state change from the request.
-func options(r *http.Request, scope string, canonical any, status int, render func(any) any) (orderapp.Options, error) {
-	idem, err := idempotency(r, scope, canonical, status, render)
+func options(r *http.Request, merchant, scope string, canonical any, status int, render func(any) any) (orderapp.Options, error) {
+	idem, err := idempotency(r, merchant, scope, canonical, status, render)
 	if err != nil {
 		return orderapp.Options{}, err
 	}

@@ -19,10 +19,11 @@ const (
 const MaxIdempotencyKeyLength = 255
 
 // idempotency reads the Idempotency-Key of r. Without one it returns nil:
-// the request is processed without deduplication. scope is the route
+// the request is processed without deduplication. The key is the
+// merchant's: another merchant's same key is another key. scope is the route
 // ("POST /v1/payments"); canonical is the decoded request, so that requests
 // that differ only in JSON white space or member order count as the same.
-func idempotency(r *http.Request, scope string, canonical any, status int, render func(any) any) (*orderapp.Idempotency, error) {
+func idempotency(r *http.Request, merchant, scope string, canonical any, status int, render func(any) any) (*orderapp.Idempotency, error) {
 	values := r.Header.Values(HeaderIdempotencyKey)
 	if len(values) == 0 {
 		return nil, nil
@@ -37,6 +38,7 @@ func idempotency(r *http.Request, scope string, canonical any, status int, rende
 		return nil, err
 	}
 	return &orderapp.Idempotency{
+		Merchant:    merchant,
 		Scope:       scope,
 		Key:         key,
 		RequestHash: hash,

@@ -58,10 +58,12 @@ func TestLogsCarryRequestAndTraceIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := orderhttp.NewMetrics(prometheus.NewRegistry())
-	h := apitest.ContractOf(t, apitest.Orders).Handler(t, orderhttp.Routes(app, log, m))
+	sec, key := secured(t, pool)
+	h := apitest.ContractOf(t, apitest.Orders).Handler(t, orderhttp.Routes(app, log, m, sec))
 
 	req := httptest.NewRequest(http.MethodPost, "/v1/payments", strings.NewReader(paymentBody))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("X-Request-Id", "req-123")
 	req.Header.Set("traceparent", traceparent)
 	rec := httptest.NewRecorder()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/services/orders/internal/logctx"
 	"github.com/paylab/paylab/services/orders/internal/order"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
@@ -53,11 +54,24 @@ func badRequest(status int, code, detail string, fields ...FieldIssue) error {
 // the only place that does.
 func problemFor(err error) Problem {
 	var (
-		reqErr  *requestError
-		valErr  *order.ValidationError
-		stepErr *orderapp.StepError
+		reqErr   *requestError
+		valErr   *order.ValidationError
+		stepErr  *orderapp.StepError
+		limitErr *apikey.LimitError
 	)
 	switch {
+	case errors.Is(err, apikey.ErrMissing):
+		return newProblem(http.StatusUnauthorized, "unauthenticated",
+			"This API needs a merchant's API key: Authorization: Bearer <key>.")
+	case errors.Is(err, apikey.ErrInvalid):
+		return newProblem(http.StatusUnauthorized, "api_key_invalid",
+			"The API key is not valid: malformed, unknown or revoked.")
+	case errors.Is(err, apikey.ErrInQuery):
+		return newProblem(http.StatusBadRequest, "api_key_in_query",
+			"API keys go in the Authorization header, never in the query string (which logs keep): revoke a key sent there.")
+	case errors.As(err, &limitErr):
+		return newProblem(http.StatusTooManyRequests, "rate_limited",
+			"The API key has sent more requests than its rate allows; retry after Retry-After seconds.")
 	case errors.As(err, &reqErr):
 		return newProblem(reqErr.status, reqErr.code, reqErr.detail, reqErr.fields...)
 	case errors.As(err, &valErr):
@@ -89,7 +103,7 @@ func problemFor(err error) Problem {
 	case errors.Is(err, order.ErrPublish):
 		return newProblem(http.StatusServiceUnavailable, "broker_unavailable",
 			"The event could not be published, so the change was not committed.")
-	case errors.Is(err, order.ErrUnavailable):
+	case errors.Is(err, order.ErrUnavailable), errors.Is(err, apikey.ErrUnavailable):
 		return newProblem(http.StatusServiceUnavailable, "database_unavailable",
 			"The database is unavailable; nothing was committed. Retry with the same Idempotency-Key.")
 	case errors.As(err, &stepErr):

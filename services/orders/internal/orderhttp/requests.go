@@ -11,23 +11,37 @@ import (
 
 // parseNewOrder decodes and validates the body of POST /v1/payments and
 // POST /v1/orders: {"customer_id","merchant_id","amount","currency"}.
-func parseNewOrder(data []byte) (order.NewOrder, error) {
+// merchant is the merchant of the request's API key: it is the order's
+// merchant, and a merchant_id in the body, which may be left out, must be
+// the same (else 403 merchant_mismatch).
+func parseNewOrder(data []byte, merchant string) (order.NewOrder, error) {
 	var (
-		customer, merchant, currency *string
-		amount                       *int64
+		customer, given, currency *string
+		amount                    *int64
 	)
 	err := decodeObject(data,
 		field{"customer_id", &customer, "a string"},
-		field{"merchant_id", &merchant, "a string"},
+		field{"merchant_id", &given, "a string"},
 		field{"amount", &amount, "an integer number of minor units"},
 		field{"currency", &currency, "a string"},
 	)
 	if err != nil {
 		return order.NewOrder{}, err
 	}
-	n := order.NewOrder{CustomerID: deref(customer), MerchantID: deref(merchant), Amount: deref(amount), Currency: deref(currency)}
-	present := map[string]bool{"customer_id": customer != nil, "merchant_id": merchant != nil, "amount": amount != nil, "currency": currency != nil}
-	return n, requireFields(n.Validate(), present, "customer_id", "merchant_id", "amount", "currency")
+	n := order.NewOrder{CustomerID: deref(customer), MerchantID: merchant, Amount: deref(amount), Currency: deref(currency)}
+	if given != nil {
+		n.MerchantID = *given
+	}
+	present := map[string]bool{"customer_id": customer != nil, "merchant_id": true, "amount": amount != nil, "currency": currency != nil}
+	if err := requireFields(n.Validate(), present, "customer_id", "merchant_id", "amount", "currency"); err != nil {
+		return order.NewOrder{}, err
+	}
+	if n.MerchantID != merchant {
+		return order.NewOrder{}, badRequest(http.StatusForbidden, "merchant_mismatch",
+			"The merchant_id of the body is not the merchant of the API key; leave it out or send the key's.",
+			FieldIssue{Field: "merchant_id", Message: "is not the merchant of the API key"})
+	}
+	return n, nil
 }
 
 // requireFields reports, in the order of names, "is required" for each

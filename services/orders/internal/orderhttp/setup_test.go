@@ -9,11 +9,13 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/api/apitest"
+	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/services/orders/internal/orderapp"
 	"github.com/paylab/paylab/services/orders/internal/orderhttp"
@@ -27,11 +29,21 @@ type bundle struct {
 	pool    *pgxpool.Pool
 	handler http.Handler
 	reg     *prometheus.Registry
+	// key is an API key of merchant mer_7, which do sends unless told
+	// otherwise.
+	key string
 }
 
 // setup returns the API on a fresh orders database; change adjusts the
 // application's configuration (hooks, mode).
 func setup(t *testing.T, change ...func(*orderapp.Config)) *bundle {
+	t.Helper()
+	return setupSecured(t, func(*orderhttp.Security) {}, change...)
+}
+
+// setupSecured is setup with the API's Security adjusted by secure (a
+// rate limit, a request timeout).
+func setupSecured(t *testing.T, secure func(*orderhttp.Security), change ...func(*orderapp.Config)) *bundle {
 	t.Helper()
 	pool, _ := testenv.NewPool(t, "orders")
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -48,10 +60,36 @@ func setup(t *testing.T, change ...func(*orderapp.Config)) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	key, _, err := apikey.NewStore(pool).Create(context.Background(), "mer_7", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := orderhttp.Security{Keys: apikey.NewAuthenticator(pool, apikey.AuthConfig{TTL: 100 * time.Millisecond})}
+	secure(&sec)
 	// Every request the tests send, and every response they get, is checked
 	// against api/openapi.yaml.
-	h := apitest.ContractOf(t, apitest.Orders).Handler(t, orderhttp.Routes(app, log, m))
-	return &bundle{t: t, pool: pool, handler: h, reg: reg}
+	h := apitest.ContractOf(t, apitest.Orders).Handler(t, orderhttp.Routes(app, log, m, sec))
+	return &bundle{t: t, pool: pool, handler: h, reg: reg, key: key}
+}
+
+// secured returns the API's Security on pool and a key of mer_7.
+func secured(t testing.TB, pool *pgxpool.Pool) (orderhttp.Security, string) {
+	t.Helper()
+	key, _, err := apikey.NewStore(pool).Create(context.Background(), "mer_7", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return orderhttp.Security{Keys: apikey.NewAuthenticator(pool, apikey.AuthConfig{})}, key
+}
+
+// newKey creates an API key of merchant.
+func (b *bundle) newKey(merchant string) string {
+	b.t.Helper()
+	key, _, err := apikey.NewStore(b.pool).Create(context.Background(), merchant, "test")
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return key
 }
 
 // response is a recorded response.
@@ -71,16 +109,17 @@ func (r response) json(t *testing.T) map[string]any {
 }
 
 // do sends a request; headers alternate name, value. A POST with a body gets
-// Content-Type: application/json unless headers set one (an empty value
-// removes it).
+// Content-Type: application/json, and every request the Authorization of
+// b.key, unless headers set them (an empty value removes the header).
 func (b *bundle) do(method, path, body string, headers ...string) response {
 	req := httptest.NewRequestWithContext(context.Background(), method, path, strings.NewReader(body))
 	if method == http.MethodPost && body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Authorization", "Bearer "+b.key)
 	for i := 0; i+1 < len(headers); i += 2 {
-		if headers[i] == "Content-Type" {
-			req.Header.Del("Content-Type")
+		if headers[i] == "Content-Type" || headers[i] == "Authorization" {
+			req.Header.Del(headers[i])
 			if headers[i+1] == "" {
 				continue
 			}

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/telemetry"
 	"github.com/paylab/paylab/internal/testkit/testenv"
@@ -85,7 +86,7 @@ func onePaymentIsOneTrace(t *testing.T, bins, mode string) {
 	startService(t, "notifications", bins+"/notifications", append(common, "DATABASE_URL="+notifyURL,
 		"SMTP_ADDR="+mailpit.SMTPAddr, "DEAD_LETTER_TOPIC="+testenv.NewTopic(t, 1), "CONSUMER_GROUP=notifications-"+topic)...)
 
-	api := ordersAPI(t, ordersDB, topic)
+	api, key := ordersAPI(t, ordersDB, topic)
 	runRelay(t, ordersDB, ordersURL, mode)
 
 	// The caller's span: the request carries its traceparent.
@@ -93,6 +94,7 @@ func onePaymentIsOneTrace(t *testing.T, bins, mode string) {
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/payments",
 		strings.NewReader(`{"customer_id":"cus_42","merchant_id":"mer_7","amount":1999,"currency":"EUR"}`))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	rec := httptest.NewRecorder()
 	api.ServeHTTP(rec, req)
@@ -199,8 +201,8 @@ func dump(spans []testenv.Span) string {
 }
 
 // ordersAPI is the orders API's handler on the orders database, as the
-// orders process serves it.
-func ordersAPI(t *testing.T, pool *pgxpool.Pool, topic string) http.Handler {
+// orders process serves it, and an API key of merchant mer_7.
+func ordersAPI(t *testing.T, pool *pgxpool.Pool, topic string) (http.Handler, string) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
@@ -212,7 +214,11 @@ func ordersAPI(t *testing.T, pool *pgxpool.Pool, topic string) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return orderhttp.Routes(app, log, m)
+	key, _, err := apikey.NewStore(pool).Create(context.Background(), "mer_7", "trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return orderhttp.Routes(app, log, m, orderhttp.Security{Keys: apikey.NewAuthenticator(pool, apikey.AuthConfig{})}), key
 }
 
 // runRelay runs an outbox relay of the given mode on the orders database
