@@ -134,7 +134,7 @@ func TestExclusiveRelayIDIsRefusedWhileInUse(t *testing.T) {
 			published := func(order string) {
 				t.Helper()
 				enqueue(t, ctx, pool, event(topic, order, 1))
-				waitFor(t, time.Minute, order+" published", func() bool { return undispatched(t, ctx, pool) == 0 })
+				testenv.Eventually(t, time.Minute, order+" published", func() bool { return undispatched(t, ctx, pool) == 0 })
 			}
 
 			first := goRun(t, "first", newRelay("same"))
@@ -167,7 +167,7 @@ func TestExclusiveRelayTakesItsIDAgainAfterItsConnectionDrops(t *testing.T) {
 	relay := goRun(t, "a", mustRelay(t, pool, acceptAll, outbox.RelayConfig{ID: "a", LeaseTTL: 2 * time.Second,
 		PollInterval: 50 * time.Millisecond, Logger: testLogger(t)}).Run)
 	enqueue(t, ctx, pool, event("exclusive", "order-1", 1))
-	waitFor(t, time.Minute, "the first event published", func() bool { return undispatched(t, ctx, pool) == 0 })
+	testenv.Eventually(t, time.Minute, "the first event published", func() bool { return undispatched(t, ctx, pool) == 0 })
 
 	first := idHolder(t, ctx, pool, "a")
 	if first == 0 {
@@ -177,12 +177,12 @@ func TestExclusiveRelayTakesItsIDAgainAfterItsConnectionDrops(t *testing.T) {
 		t.Fatal("terminating the guard's session failed")
 	}
 	var second int64
-	waitFor(t, time.Minute, "the ID taken again by a new session", func() bool {
+	testenv.Eventually(t, time.Minute, "the ID taken again by a new session", func() bool {
 		second = idHolder(t, ctx, pool, "a")
 		return second != 0 && second != first
 	})
 	enqueue(t, ctx, pool, event("exclusive", "order-2", 1))
-	waitFor(t, time.Minute, "an event published after the drop", func() bool { return undispatched(t, ctx, pool) == 0 })
+	testenv.Eventually(t, time.Minute, "an event published after the drop", func() bool { return undispatched(t, ctx, pool) == 0 })
 
 	other, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -198,7 +198,7 @@ func TestExclusiveRelayTakesItsIDAgainAfterItsConnectionDrops(t *testing.T) {
 		_, err := other.Exec(ctx, `SELECT pg_advisory_lock(hashtext('outbox_relay_id:outbox'), hashtext('a'))`)
 		locked <- err
 	}()
-	waitFor(t, time.Minute, "the other session to wait for the ID", func() bool {
+	testenv.Eventually(t, time.Minute, "the other session to wait for the ID", func() bool {
 		return queryInt(t, ctx, pool, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND pid = $1`, otherPID) == 1
 	})
 	if n := queryInt(t, ctx, pool, "SELECT count(*) FROM (SELECT pg_terminate_backend($1)) AS t", second); n != 1 {
@@ -224,7 +224,7 @@ func TestExclusivePollRelayRefusedWhileAWALRelayRuns(t *testing.T) {
 	ctx := testenv.Context(t)
 	wal := goRun(t, "wal", mustWALRelay(t, f, acceptAll, f.config(t, "wal", nil)).Run)
 	enqueue(t, ctx, f.pool, event(f.topic, "order-1", 1))
-	waitFor(t, time.Minute, "the WAL relay to publish", func() bool { return dispatched(t, ctx, f.pool) == 1 })
+	testenv.Eventually(t, time.Minute, "the WAL relay to publish", func() bool { return dispatched(t, ctx, f.pool) == 1 })
 
 	var sent atomic.Int64
 	counting := outbox.PublisherFunc(func(_ context.Context, events []outbox.Event) []error {
@@ -246,7 +246,7 @@ func TestExclusivePollRelayRefusedWhileAWALRelayRuns(t *testing.T) {
 	cfg := f.pollConfig(t, "poll")
 	goRun(t, "poll elsewhere", mustRelay(t, elsewhere, counting, cfg).Run)
 	enqueue(t, ctx, elsewhere, event(f.topic, "order-elsewhere", 1))
-	waitFor(t, time.Minute, "the other database's polling relay to publish", func() bool { return undispatched(t, ctx, elsewhere) == 0 })
+	testenv.Eventually(t, time.Minute, "the other database's polling relay to publish", func() bool { return undispatched(t, ctx, elsewhere) == 0 })
 	if !slotPresent(t, ctx, f.admin, f.cfg.Slot) {
 		t.Fatal("a polling relay dropped another database's slot")
 	}
@@ -255,9 +255,9 @@ func TestExclusivePollRelayRefusedWhileAWALRelayRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	goRun(t, "poll", mustRelay(t, f.pool, counting, f.pollConfig(t, "poll")).Run)
-	waitFor(t, time.Minute, "the slot dropped", func() bool { return !slotPresent(t, ctx, f.admin, f.cfg.Slot) })
+	testenv.Eventually(t, time.Minute, "the slot dropped", func() bool { return !slotPresent(t, ctx, f.admin, f.cfg.Slot) })
 	enqueue(t, ctx, f.pool, event(f.topic, "order-2", 1))
-	waitFor(t, time.Minute, "the polling relay to publish", func() bool { return undispatched(t, ctx, f.pool) == 0 })
+	testenv.Eventually(t, time.Minute, "the polling relay to publish", func() bool { return undispatched(t, ctx, f.pool) == 0 })
 }
 
 // enqueuer commits, every 10 ms until stopped, one transaction holding the
@@ -335,22 +335,22 @@ func TestExclusiveWALRelayWaitsForThePollingRelayThenTakesOver(t *testing.T) {
 	}
 
 	poll := goRun(t, "poll", mustRelay(t, f.pool, rec.wrap("poll", kafka), f.pollConfig(t, "poll")).Run)
-	waitFor(t, time.Minute, "the polling relay to retire the slot created before it", func() bool {
+	testenv.Eventually(t, time.Minute, "the polling relay to retire the slot created before it", func() bool {
 		return !slotPresent(t, ctx, f.admin, f.cfg.Slot)
 	})
 	writer := startEnqueuer(t, ctx, f.pool, f.topic, orders)
-	waitFor(t, time.Minute, "the polling relay to publish", func() bool { return sent("poll") >= 5*orders })
+	testenv.Eventually(t, time.Minute, "the polling relay to publish", func() bool { return sent("poll") >= 5*orders })
 
 	cfg := f.config(t, "wal", nil)
 	cfg.KeepDispatched = true // the rows' ids are compared below
 	walR := mustWALRelay(t, f, rec.wrap("wal", kafka), cfg)
 	goRun(t, "wal", walR.Run)
-	waitFor(t, time.Minute, "the WAL relay to report that it waits", func() bool {
+	testenv.Eventually(t, time.Minute, "the WAL relay to report that it waits", func() bool {
 		err := walR.Ready(ctx)
 		return err != nil && strings.Contains(err.Error(), "polling relays run against table outbox")
 	})
 	base := sent("poll")
-	waitFor(t, time.Minute, "the polling relay to go on", func() bool { return sent("poll") >= base+5*orders })
+	testenv.Eventually(t, time.Minute, "the polling relay to go on", func() bool { return sent("poll") >= base+5*orders })
 	if n := sent("wal"); n != 0 {
 		t.Fatalf("the WAL relay published %d events while the polling relay ran", n)
 	}
@@ -364,7 +364,7 @@ func TestExclusiveWALRelayWaitsForThePollingRelayThenTakesOver(t *testing.T) {
 	if err := poll.stop(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the WAL relay to take over", func() bool {
+	testenv.Eventually(t, time.Minute, "the WAL relay to take over", func() bool {
 		return walR.Ready(ctx) == nil && sent("wal") >= 5*orders
 	})
 	writer.stop()
@@ -372,7 +372,7 @@ func TestExclusiveWALRelayWaitsForThePollingRelayThenTakesOver(t *testing.T) {
 		t.Fatal(writer.err)
 	}
 	total := writer.rounds * orders
-	waitFor(t, 2*time.Minute, "every event dispatched", func() bool { return undispatched(t, ctx, f.pool) == 0 })
+	testenv.Eventually(t, 2*time.Minute, "every event dispatched", func() bool { return undispatched(t, ctx, f.pool) == 0 })
 	if n := queryInt(t, ctx, f.pool, "SELECT count(*) FROM outbox"); n != int64(total) {
 		t.Fatalf("%d rows in the outbox, want %d", n, total)
 	}

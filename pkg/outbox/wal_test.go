@@ -183,18 +183,6 @@ func startWALRelay(t *testing.T, f *walFixture, pub outbox.Publisher, cfg outbox
 	return rr
 }
 
-// waitFor polls cond every 50 ms until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func dispatched(t testing.TB, ctx context.Context, pool *pgxpool.Pool) int64 {
 	t.Helper()
 	return queryInt(t, ctx, pool, `SELECT (SELECT count(*) FROM outbox WHERE dispatched_at IS NOT NULL)
@@ -224,7 +212,7 @@ func TestWALRelayDeletesOrKeepsWhatItPublished(t *testing.T) {
 			startWALRelay(t, f, pub, cfg)
 			ids := seedBacklog(t, ctx, f.pool, f.topic, "order", 99, 33)
 			enqueue(t, ctx, f.pool, refused)
-			waitFor(t, time.Minute, "every event published or parked", func() bool {
+			testenv.Eventually(t, time.Minute, "every event published or parked", func() bool {
 				return dispatched(t, ctx, f.pool) == int64(len(ids)) &&
 					queryInt(t, ctx, f.pool, "SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL") == 1
 			})
@@ -336,7 +324,7 @@ func TestWALRelayPublishesConcurrentCommitsInOrder(t *testing.T) {
 	}
 	wg.Wait()
 	total := int64(workers * ordersPerWorker * perOrder)
-	waitFor(t, 3*time.Minute, "every event dispatched", func() bool { return dispatched(t, ctx, f.pool) == total })
+	testenv.Eventually(t, 3*time.Minute, "every event dispatched", func() bool { return dispatched(t, ctx, f.pool) == total })
 	if dupes := checkTopic(t, consumeAll(t, testenv.Brokers(), f.topic, len(ids), len(ids), time.Minute), ids, perOrder); dupes > 0 {
 		t.Errorf("%d duplicates without any failure", dupes)
 	}
@@ -370,11 +358,11 @@ func TestWALRelayPublishesALateCommit(t *testing.T) {
 	}
 	early := event(f.topic, "order-early", 1)
 	enqueue(t, ctx, f.pool, early)
-	waitFor(t, time.Minute, "the early commit published", func() bool { return dispatched(t, ctx, f.pool) == 1 })
+	testenv.Eventually(t, time.Minute, "the early commit published", func() bool { return dispatched(t, ctx, f.pool) == 1 })
 	if err := slow.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the late commit published", func() bool { return dispatched(t, ctx, f.pool) == 2 })
+	testenv.Eventually(t, time.Minute, "the late commit published", func() bool { return dispatched(t, ctx, f.pool) == 2 })
 	lateID := queryInt(t, ctx, f.pool, "SELECT id FROM outbox WHERE event_id = $1", late.ID)
 	earlyID := queryInt(t, ctx, f.pool, "SELECT id FROM outbox WHERE event_id = $1", early.ID)
 	if lateID > earlyID {
@@ -398,13 +386,13 @@ func TestWALRelayStandbyTakesOverFromAKilledReader(t *testing.T) {
 	a := testenv.StartChild(t, "reader A", childRelayEnv+"=1", "RELAY_MODE=wal", "DATABASE_URL="+f.url,
 		"KAFKA_BROKERS="+testenv.Brokers()[0], "RELAY_ID=reader-a", "RELAY_BATCH_SIZE=500", "RELAY_LEASE_TTL=3s",
 		"RELAY_SLOT="+f.cfg.Slot, "RELAY_SOURCE=/paylab/orders/a")
-	waitFor(t, 2*time.Minute, "A to publish", func() bool { return dispatched(t, ctx, f.pool) > 0 })
+	testenv.Eventually(t, 2*time.Minute, "A to publish", func() bool { return dispatched(t, ctx, f.pool) > 0 })
 
 	regB := prometheus.NewRegistry()
 	b := f.config(t, "reader-b", regB)
 	startWALRelay(t, f, newKafkaPublisher(t, testenv.Brokers()), b)
 	// B stands by while A holds the lease.
-	waitFor(t, time.Minute, "A past a quarter of the backlog", func() bool { return dispatched(t, ctx, f.pool) >= n/4 })
+	testenv.Eventually(t, time.Minute, "A past a quarter of the backlog", func() bool { return dispatched(t, ctx, f.pool) >= n/4 })
 	if got := metricValue(t, regB, "outbox_wal_active_reader"); got != 0 {
 		t.Fatalf("standby B reports active_reader %v while A reads", got)
 	}
@@ -414,7 +402,7 @@ func TestWALRelayStandbyTakesOverFromAKilledReader(t *testing.T) {
 		t.Fatal("A drained the whole backlog before it was killed: the test shows nothing")
 	}
 
-	waitFor(t, 3*time.Minute, "B to drain the rest", func() bool { return dispatched(t, ctx, f.pool) == n })
+	testenv.Eventually(t, 3*time.Minute, "B to drain the rest", func() bool { return dispatched(t, ctx, f.pool) == n })
 	if got := metricValue(t, regB, "outbox_wal_takeovers_total"); got != 1 {
 		t.Errorf("takeovers_total = %v, want 1", got)
 	}
@@ -446,7 +434,7 @@ func TestWALRelayResumesAfterTheReplicationConnectionIsKilled(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	startWALRelay(t, f, newKafkaPublisher(t, testenv.Brokers()), f.config(t, "wal-0", reg))
 
-	waitFor(t, 2*time.Minute, "a quarter of the backlog", func() bool { return dispatched(t, ctx, f.pool) >= n/4 })
+	testenv.Eventually(t, 2*time.Minute, "a quarter of the backlog", func() bool { return dispatched(t, ctx, f.pool) >= n/4 })
 	killed := queryInt(t, ctx, f.admin, `SELECT count(*) FROM (SELECT pg_terminate_backend(active_pid)
 		FROM pg_replication_slots WHERE slot_name = $1 AND active) AS k`, f.cfg.Slot)
 	if killed != 1 {
@@ -455,7 +443,7 @@ func TestWALRelayResumesAfterTheReplicationConnectionIsKilled(t *testing.T) {
 	if dispatched(t, ctx, f.pool) == n {
 		t.Fatal("the backlog was drained before the connection was killed: the test shows nothing")
 	}
-	waitFor(t, 3*time.Minute, "every event dispatched", func() bool { return dispatched(t, ctx, f.pool) == n })
+	testenv.Eventually(t, 3*time.Minute, "every event dispatched", func() bool { return dispatched(t, ctx, f.pool) == n })
 	if got := metricValue(t, reg, "outbox_wal_reconnects_total"); got < 1 {
 		t.Errorf("reconnects_total = %v, want ≥ 1", got)
 	}
@@ -476,7 +464,7 @@ func TestWALRelayRestartRepublishesOnlyUnconfirmedEvents(t *testing.T) {
 	pub := newKafkaPublisher(t, testenv.Brokers())
 
 	first := startWALRelay(t, f, rec.wrap("first", pub), f.config(t, "wal-first", nil))
-	waitFor(t, 2*time.Minute, "a quarter of the backlog", func() bool { return dispatched(t, ctx, f.pool) >= n/4 })
+	testenv.Eventually(t, 2*time.Minute, "a quarter of the backlog", func() bool { return dispatched(t, ctx, f.pool) >= n/4 })
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +472,7 @@ func TestWALRelayRestartRepublishesOnlyUnconfirmedEvents(t *testing.T) {
 		t.Fatal("the backlog was drained before the stop: the test shows nothing")
 	}
 	startWALRelay(t, f, rec.wrap("second", pub), f.config(t, "wal-second", nil))
-	waitFor(t, 3*time.Minute, "every event dispatched", func() bool { return dispatched(t, ctx, f.pool) == n })
+	testenv.Eventually(t, 3*time.Minute, "every event dispatched", func() bool { return dispatched(t, ctx, f.pool) == n })
 
 	rec.mu.Lock()
 	sentTwice := 0
@@ -528,12 +516,12 @@ func TestWALRelayConfirmsOnlyAcknowledgedTransactions(t *testing.T) {
 	first := startWALRelay(t, f, rec.wrap("first", failing), cfg)
 
 	before := seedBacklog(t, ctx, f.pool, f.topic, "before", 300, 30)
-	waitFor(t, time.Minute, "the events before the refused one", func() bool { return dispatched(t, ctx, f.pool) == 300 })
+	testenv.Eventually(t, time.Minute, "the events before the refused one", func() bool { return dispatched(t, ctx, f.pool) == 300 })
 	blocked = event(f.topic, "order-blocked", 1)
 	enqueue(t, ctx, f.pool, blocked, event(f.topic, "order-blocked-neighbour", 1))
 	after := seedBacklog(t, ctx, f.pool, f.topic, "after", 300, 30)
-	waitFor(t, time.Minute, "the broker to refuse the event three times", func() bool { return refused.Load() >= 3 })
-	waitFor(t, time.Minute, "everything but the refused event dispatched", func() bool { return dispatched(t, ctx, f.pool) == 601 })
+	testenv.Eventually(t, time.Minute, "the broker to refuse the event three times", func() bool { return refused.Load() >= 3 })
+	testenv.Eventually(t, time.Minute, "everything but the refused event dispatched", func() bool { return dispatched(t, ctx, f.pool) == 601 })
 	if attempts := queryInt(t, ctx, f.pool, "SELECT attempts FROM outbox WHERE event_id = $1 AND dispatched_at IS NULL AND parked_at IS NULL", blocked.ID); attempts < 2 {
 		t.Errorf("the refused event is pending with %d attempts counted, want its failures", attempts)
 	}
@@ -545,7 +533,7 @@ func TestWALRelayConfirmsOnlyAcknowledgedTransactions(t *testing.T) {
 	second := f.config(t, "wal-second", nil)
 	second.StatsInterval = 200 * time.Millisecond
 	startWALRelay(t, f, rec.wrap("second", kafka), second)
-	waitFor(t, time.Minute, "everything dispatched", func() bool { return dispatched(t, ctx, f.pool) == 602 })
+	testenv.Eventually(t, time.Minute, "everything dispatched", func() bool { return dispatched(t, ctx, f.pool) == 602 })
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if s := rec.sends[blocked.ID.String()]; len(s) != 1 || s[0] != "second" {
@@ -579,7 +567,7 @@ func TestWALRelayHandsOverEventsCommittedBeforeTheSlot(t *testing.T) {
 	fresh := seedBacklog(t, ctx, f.pool, f.topic, "new", 300, 100)
 	rec := newRecorder()
 	startWALRelay(t, f, rec.wrap("wal", newKafkaPublisher(t, testenv.Brokers())), f.config(t, "wal-0", nil))
-	waitFor(t, 2*time.Minute, "every event dispatched", func() bool { return dispatched(t, ctx, f.pool) == 1500 })
+	testenv.Eventually(t, 2*time.Minute, "every event dispatched", func() bool { return dispatched(t, ctx, f.pool) == 1500 })
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	sent := 0

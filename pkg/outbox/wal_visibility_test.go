@@ -41,7 +41,7 @@ func TestWALRelayRecordsAnEventWhoseCommitBecomesVisibleAfterItWasPublished(t *t
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	waitFor(t, 30*time.Second, "the server's new settings", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the server's new settings", func() bool {
 		var names string
 		err := conn.QueryRow(ctx, "SHOW synchronous_standby_names").Scan(&names)
 		return err == nil && names == "absent_standby"
@@ -72,7 +72,7 @@ func TestWALRelayRecordsAnEventWhoseCommitBecomesVisibleAfterItWasPublished(t *t
 	consumeAll(t, testenv.Brokers(), f.topic, 1, 1, time.Minute)
 	// …and recorded by the relay (before the fix: a DELETE that found
 	// nothing, and a confirmed position) or held back until visible.
-	waitFor(t, time.Minute, "the relay to record the batch or wait for its commit", func() bool {
+	testenv.Eventually(t, time.Minute, "the relay to record the batch or wait for its commit", func() bool {
 		return metricValue(t, reg, "outbox_publish_latency_seconds") > 0 ||
 			metricValue(t, reg, "outbox_wal_invisible_commit_waits_total") > 0
 	})
@@ -88,7 +88,7 @@ func TestWALRelayRecordsAnEventWhoseCommitBecomesVisibleAfterItWasPublished(t *t
 	if err := <-committed; err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	waitFor(t, time.Minute, "the published event's row deleted", func() bool { return dispatched(t, ctx, f.pool) == 1 })
+	testenv.Eventually(t, time.Minute, "the published event's row deleted", func() bool { return dispatched(t, ctx, f.pool) == 1 })
 	if n := queryInt(t, ctx, f.pool, "SELECT count(*) FROM outbox WHERE dispatched_at IS NULL"); n != 0 {
 		t.Errorf("%d rows pending", n)
 	}

@@ -36,10 +36,10 @@ func TestWALRelayHoldsAFailingEventAsideWhileTheStreamGoesOn(t *testing.T) {
 		enqueue(t, ctx, f.pool, e)
 	}
 	others := seedBacklog(t, ctx, f.pool, f.topic, "other", 200, 20)
-	waitFor(t, time.Minute, "every other order published while the event is held", func() bool {
+	testenv.Eventually(t, time.Minute, "every other order published while the event is held", func() bool {
 		return dispatched(t, ctx, f.pool) == int64(len(others))
 	})
-	waitFor(t, time.Minute, "the held event's failed attempts counted in the table", func() bool {
+	testenv.Eventually(t, time.Minute, "the held event's failed attempts counted in the table", func() bool {
 		return queryInt(t, ctx, f.pool, "SELECT attempts FROM outbox WHERE event_id = $1 AND dispatched_at IS NULL", first.ID) >= 3
 	})
 	rec.mu.Lock()
@@ -51,7 +51,7 @@ func TestWALRelayHoldsAFailingEventAsideWhileTheStreamGoesOn(t *testing.T) {
 	rec.mu.Unlock()
 
 	refusingOn.Store(false)
-	waitFor(t, time.Minute, "the held order published", func() bool {
+	testenv.Eventually(t, time.Minute, "the held order published", func() bool {
 		return dispatched(t, ctx, f.pool) == int64(len(others)+3)
 	})
 	// First deliveries (the injected refusals came after Kafka had taken

@@ -70,7 +70,7 @@ func TestWALRelayParksAnEventThatKeepsFailingAlone(t *testing.T) {
 	startWALRelay(t, f, sends.wrap(newKafkaPublisher(t, testenv.Brokers())), cfg)
 
 	published := seedBacklog(t, ctx, f.pool, f.topic, "before", 40, 10)
-	waitFor(t, time.Minute, "the first events published", func() bool { return dispatched(t, ctx, f.pool) == 40 })
+	testenv.Eventually(t, time.Minute, "the first events published", func() bool { return dispatched(t, ctx, f.pool) == 40 })
 
 	// Alone: the relay is idle, the transaction has this one event.
 	lone := event(missing[0], "order-lone", 1)
@@ -102,7 +102,7 @@ func TestWALRelayParksAnEventThatKeepsFailingAlone(t *testing.T) {
 				metricValue(t, reg, "outbox_outage_batches_total"))
 		}
 	})
-	waitFor(t, 2*time.Minute, "the poison events and the events behind them parked, the rest published", func() bool {
+	testenv.Eventually(t, 2*time.Minute, "the poison events and the events behind them parked, the rest published", func() bool {
 		return parked() == 5 && dispatched(t, ctx, f.pool) == int64(len(published))
 	})
 
@@ -183,7 +183,7 @@ func TestWALRelayBrokerOutageParksNothing(t *testing.T) {
 		enqueue(t, ctx, f.pool, batch...)
 	}
 	commit(1)
-	waitFor(t, time.Minute, "the first events published", func() bool { return dispatched(t, ctx, f.pool) == orders })
+	testenv.Eventually(t, time.Minute, "the first events published", func() bool { return dispatched(t, ctx, f.pool) == orders })
 
 	pub.down.Store(true)
 	for seq := int64(2); seq <= perOrder; seq++ {
@@ -193,7 +193,7 @@ func TestWALRelayBrokerOutageParksNothing(t *testing.T) {
 		return queryInt(t, ctx, f.pool, "SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL")
 	}
 	outageBatches := func() float64 { return metricValue(t, reg, "outbox_outage_batches_total") }
-	waitFor(t, time.Minute, "many more failed publishes than MaxAttempts (or events parked)", func() bool {
+	testenv.Eventually(t, time.Minute, "many more failed publishes than MaxAttempts (or events parked)", func() bool {
 		return outageBatches() >= 5*maxAttempts || parked() > 0
 	})
 	if n := parked(); n != 0 {
@@ -207,11 +207,11 @@ func TestWALRelayBrokerOutageParksNothing(t *testing.T) {
 	}
 
 	pub.down.Store(false)
-	waitFor(t, time.Minute, "the backlog published", func() bool { return dispatched(t, ctx, f.pool) == orders*perOrder })
+	testenv.Eventually(t, time.Minute, "the backlog published", func() bool { return dispatched(t, ctx, f.pool) == orders*perOrder })
 	if n := parked(); n != 0 {
 		t.Fatalf("%d events parked after the outage", n)
 	}
-	waitFor(t, 5*time.Second, "the outage gauge back to 0", func() bool {
+	testenv.Eventually(t, 5*time.Second, "the outage gauge back to 0", func() bool {
 		return metricValue(t, reg, "outbox_broker_outage") == 0
 	})
 	checkTopic(t, consumeAll(t, testenv.Brokers(), f.topic, len(ids), len(ids), time.Minute), ids, perOrder)

@@ -68,9 +68,9 @@ func TestWALRelayLosesNothingWhenTheSlotIsDropped(t *testing.T) {
 					}
 				}
 			}()
-			waitFor(t, time.Minute, "events flowing", func() bool { return dispatched(t, ctx, f.pool) > 50 })
+			testenv.Eventually(t, time.Minute, "events flowing", func() bool { return dispatched(t, ctx, f.pool) > 50 })
 			refused.Store(true)
-			waitFor(t, time.Minute, "events streamed and not published", func() bool {
+			testenv.Eventually(t, time.Minute, "events streamed and not published", func() bool {
 				return queryInt(t, ctx, f.pool, "SELECT count(*) FROM outbox WHERE dispatched_at IS NULL") > 50
 			})
 			dropSlotOnly(t, f)
@@ -81,11 +81,11 @@ func TestWALRelayLosesNothingWhenTheSlotIsDropped(t *testing.T) {
 			}
 			refused.Store(false)
 			at := n.Load()
-			waitFor(t, time.Minute, "events committed after the drop", func() bool { return n.Load() > at+100 })
+			testenv.Eventually(t, time.Minute, "events committed after the drop", func() bool { return n.Load() > at+100 })
 			close(stop)
 			<-done
 			total := n.Load()
-			waitFor(t, 2*time.Minute, "every event recorded", func() bool { return dispatched(t, ctx, f.pool) >= total })
+			testenv.Eventually(t, 2*time.Minute, "every event recorded", func() bool { return dispatched(t, ctx, f.pool) >= total })
 			if p := queryInt(t, ctx, f.pool, "SELECT count(*) FROM outbox WHERE dispatched_at IS NULL"); p != 0 {
 				t.Errorf("%d events pending", p)
 			}
@@ -124,7 +124,7 @@ func pgxBegin(ctx context.Context, f *walFixture, e outbox.Event) error {
 func dropSlotOnly(t *testing.T, f *walFixture) {
 	t.Helper()
 	ctx := testenv.Context(t)
-	waitFor(t, 30*time.Second, "the slot dropped", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the slot dropped", func() bool {
 		_, _ = f.admin.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active", f.cfg.Slot)
 		_, err := f.admin.Exec(ctx, "SELECT pg_drop_replication_slot($1)", f.cfg.Slot)
 		return err == nil

@@ -91,14 +91,14 @@ func TestWALSlotStatsReportRetainedWALAndAMissingSlot(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	startWALRelay(t, f, acceptAll, f.statsConfig(t, "standby", reg))
 
-	waitFor(t, 30*time.Second, "the slot reported present and reserved", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the slot reported present and reserved", func() bool {
 		return slotGauge(t, reg, slotExists, slot) == 1 && reportsStatus(t, reg, slot, "reserved")
 	})
 	// The server keeps WAL from before the confirmed position (decoding
 	// restarts at the oldest transaction still running there): the
 	// retained WAL exceeds the lag. Read retained first: with nothing
 	// streaming both only grow, so a later lag can only be larger.
-	waitFor(t, 30*time.Second, "retained WAL above the lag", func() bool {
+	testenv.Eventually(t, 30*time.Second, "retained WAL above the lag", func() bool {
 		retained := slotGauge(t, reg, slotRetained, slot)
 		return retained > slotGauge(t, reg, slotLag, slot)
 	})
@@ -130,7 +130,7 @@ func TestWALSlotStatsReportRetainedWALAndAMissingSlot(t *testing.T) {
 	// Every reading after the inserts covers them: the slot's positions
 	// have not moved, and the server wrote at least that much since the
 	// readings above.
-	waitFor(t, 30*time.Second, "the retained WAL and the lag grown by what was written", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the retained WAL and the lag grown by what was written", func() bool {
 		return slotGauge(t, reg, slotRetained, slot) >= retained0+written &&
 			slotGauge(t, reg, slotLag, slot) >= lag0+written
 	})
@@ -139,7 +139,7 @@ func TestWALSlotStatsReportRetainedWALAndAMissingSlot(t *testing.T) {
 	}
 
 	f.dropSlot(t)
-	waitFor(t, 30*time.Second, "the slot reported missing", func() bool { return slotGauge(t, reg, slotExists, slot) == 0 })
+	testenv.Eventually(t, 30*time.Second, "the slot reported missing", func() bool { return slotGauge(t, reg, slotExists, slot) == 0 })
 	for _, name := range []string{slotRetained, slotLag, slotActive} {
 		if g := slotGauge(t, reg, name, slot); g != 0 {
 			t.Errorf("%s = %v for a missing slot, want 0", name, g)
@@ -164,7 +164,7 @@ func TestWALSlotStatsShowTheReader(t *testing.T) {
 	startWALRelay(t, f, acceptAll, f.statsConfig(t, "wal-a", regs[0]))
 	startWALRelay(t, f, acceptAll, f.statsConfig(t, "wal-b", regs[1]))
 
-	waitFor(t, 30*time.Second, "one reader, seen streaming by both relays", func() bool {
+	testenv.Eventually(t, 30*time.Second, "one reader, seen streaming by both relays", func() bool {
 		readers := 0.0
 		for _, reg := range regs {
 			if slotGauge(t, reg, slotActive, slot) != 1 || slotGauge(t, reg, slotExists, slot) != 1 {

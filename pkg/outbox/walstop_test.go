@@ -36,7 +36,7 @@ func TestWALRelayStopsWithoutErrors(t *testing.T) {
 		rctx, stop := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- r.Run(rctx) }()
-		waitFor(t, time.Minute, "the relay reading", func() bool {
+		testenv.Eventually(t, time.Minute, "the relay reading", func() bool {
 			return metricValue(t, reg, "outbox_wal_active_reader") == 1
 		})
 		for k := range i * 5 {

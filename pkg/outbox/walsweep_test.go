@@ -25,7 +25,7 @@ func TestWALRelaySweepPublishesEventsTheStreamPassed(t *testing.T) {
 
 	first := event(f.topic, "order-1", 1)
 	enqueue(t, ctx, f.pool, first)
-	waitFor(t, time.Minute, "the first event published", func() bool { return dispatched(t, ctx, f.pool) == 1 })
+	testenv.Eventually(t, time.Minute, "the first event published", func() bool { return dispatched(t, ctx, f.pool) == 1 })
 
 	pub := "outbox_wal" // the default publication (Config.Publication)
 	if _, err := f.admin.Exec(ctx, "ALTER PUBLICATION "+pub+" DROP TABLE outbox"); err != nil {
@@ -39,7 +39,7 @@ func TestWALRelaySweepPublishesEventsTheStreamPassed(t *testing.T) {
 	last := event(f.topic, "order-3", 1)
 	enqueue(t, ctx, f.pool, last)
 
-	waitFor(t, time.Minute, "every event published", func() bool { return dispatched(t, ctx, f.pool) == 3 })
+	testenv.Eventually(t, time.Minute, "every event published", func() bool { return dispatched(t, ctx, f.pool) == 3 })
 	ids := map[string]bool{first.ID.String(): true, passed.ID.String(): true, last.ID.String(): true}
 	checkTopic(t, consumeAll(t, testenv.Brokers(), f.topic, len(ids), len(ids), time.Minute), ids, 0)
 	if got := metricValue(t, reg, "outbox_wal_swept_total"); got != 1 {

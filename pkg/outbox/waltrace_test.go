@@ -74,7 +74,7 @@ func TestWALRelayPublishesEachEventInAProducerSpanOfItsStoredTrace(t *testing.T)
 	cfg := f.config(t, "traced-wal-relay", nil)
 	cfg.RetryBackoff = 10 * time.Millisecond
 	startWALRelay(t, f, pub, cfg)
-	waitFor(t, time.Minute, "every event dispatched", func() bool { return dispatched(t, ctx, f.pool) == 4 })
+	testenv.Eventually(t, time.Minute, "every event dispatched", func() bool { return dispatched(t, ctx, f.pool) == 4 })
 
 	producers := map[string][]tracetest.SpanStub{} // by event id, in the order they ended
 	var batches []tracetest.SpanStub

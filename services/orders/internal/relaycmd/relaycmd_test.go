@@ -146,17 +146,10 @@ func (c *child) waitReady(t *testing.T) {
 // waitReadyz waits until /readyz answers want.
 func (c *child) waitReadyz(t *testing.T, want int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, time.Minute, fmt.Sprintf("the relay process's /readyz to answer %d", want), func() bool {
 		code, _ := c.call(t, "GET", "/readyz", "", "")
-		if code == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("relay process /readyz = %d, want %d", code, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return code == want
+	})
 }
 
 func (c *child) call(t *testing.T, method, path, token, body string) (int, string) {
@@ -235,18 +228,11 @@ func TestRelayProcess(t *testing.T) {
 	if code, _ := second.call(t, "GET", "/chaos/faults", token, ""); code != http.StatusNotFound {
 		t.Fatalf("chaos routes without CHAOS_ENABLED = %d, want 404", code)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testenv.Eventually(t, time.Minute, "the second relay to take the event over", func() bool {
 		var pending int
 		_ = pool.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE dispatched_at IS NULL").Scan(&pending)
-		if pending == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second relay did not take the event over")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return pending == 0
+	})
 	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
