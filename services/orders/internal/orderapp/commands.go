@@ -158,13 +158,13 @@ func NewEvent(o order.Order, typ string, payload any, at time.Time) (outbox.Even
 	}, nil
 }
 
-func outcome[T any](result any, stored *Response, replayed bool, err error) (Outcome[T], error) {
+func outcome[T any](res txResult, err error) (Outcome[T], error) {
 	if err != nil {
 		return Outcome[T]{}, err
 	}
-	out := Outcome[T]{Response: stored, Replayed: replayed}
-	if !replayed {
-		out.Value = result.(T)
+	out := Outcome[T]{Response: res.stored, Replayed: res.replayed}
+	if !res.replayed {
+		out.Value = res.value.(T)
 	}
 	return out, nil
 }

@@ -22,32 +22,36 @@ type effect func(ctx context.Context, q *orderdb.Queries) (result any, events []
 // rollbackTimeout bounds the rollback, which runs even when ctx is cancelled.
 const rollbackTimeout = 5 * time.Second
 
-// execute runs fn in one transaction together with the idempotency key and,
-// depending on the mode, the outbox rows or the direct publish:
+// txResult is what execute returns: the effect's result, or the response
+// stored under the request's Idempotency-Key when it replays one.
+type txResult struct {
+	value    any
+	stored   *Response
+	replayed bool
+}
+
+// execute runs fn in one transaction together with the idempotency key, and
+// hands the events to the mode's strategy (strategy.go) in the transaction
+// and after the commit:
 //
-//	outbox:              claim key, effect, outbox rows, store key, [before_commit], commit,
-//	                     [after_commit_before_publish]
-//	naive:               claim key, effect, store key, [before_commit], commit,
-//	                     [after_commit_before_publish], publish
-//	naive-publish-first: claim key, effect, store key, publish,
-//	                     [after_publish_before_commit], [before_commit], commit
+//	claim key, effect, store key, strategy.inTx, [before_commit], commit, strategy.afterCommit
 //
 // The whole runs in a span ("orders tx <op>"); the events carry its context.
-func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (result any, stored *Response, replayed bool, err error) {
+func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (res txResult, err error) {
 	ctx, span := s.startTx(ctx, op)
 	var events []outbox.Event
 	defer func() {
 		err = translate(err)
-		endTx(span, len(events), replayed, err)
+		endTx(span, len(events), res.replayed, err)
 	}()
 	conn, err := s.acquire(ctx)
 	if err != nil {
-		return nil, nil, false, err
+		return txResult{}, err
 	}
 	defer conn.Release()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("beginning transaction: %w", err)
+		return txResult{}, fmt.Errorf("beginning transaction: %w", err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
@@ -61,62 +65,43 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 	if idem := opts.Idempotency; idem != nil {
 		prior, err := claimKey(ctx, q, idem)
 		if err != nil {
-			return nil, nil, false, err
+			return txResult{}, err
 		}
 		if prior != nil {
-			return nil, prior, true, nil
+			return txResult{stored: prior, replayed: true}, nil
 		}
 	}
 
-	result, events, err = fn(ctx, q)
+	value, events, err := fn(ctx, q)
 	if err != nil {
-		return nil, nil, false, translate(err)
+		return txResult{}, translate(err)
 	}
+	res.value = value
 	tc := traceContext(ctx)
 	for i := range events {
 		s.completeEvent(&events[i], tc)
 	}
 	orderSpanAttributes(ctx, events)
-	if s.mode == ModeOutbox {
-		if err := s.outbox.Enqueue(ctx, tx, events...); err != nil {
-			return nil, nil, false, err
-		}
-	}
 	if idem := opts.Idempotency; idem != nil {
-		if stored, err = storeKey(ctx, q, idem, result); err != nil {
-			return nil, nil, false, err
+		if res.stored, err = storeKey(ctx, q, idem, value); err != nil {
+			return txResult{}, err
 		}
 	}
-	if s.mode == ModeNaivePublishFirst && len(events) > 0 {
-		if err := s.publish(ctx, events); err != nil {
-			return nil, nil, false, err
-		}
-		if err := s.hooks.at(ctx, StepAfterPublishBeforeCommit, op); err != nil {
-			return nil, nil, false, err
-		}
+	if err := s.write.inTx(ctx, tx, op, events); err != nil {
+		return txResult{}, err
 	}
 	if err := s.hooks.at(ctx, StepBeforeCommit, op); err != nil {
-		return nil, nil, false, err
+		return txResult{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, nil, false, fmt.Errorf("committing: %w", translate(err))
+		return txResult{}, fmt.Errorf("committing: %w", translate(err))
 	}
-	switch {
-	case len(events) == 0:
-	case s.mode == ModeNaive:
-		s.publishAfterCommit(ctx, op, events)
-	case s.mode == ModeOutbox:
-		if s.notify != nil {
-			s.notify.Notify()
-		}
-		// The same boundary in outbox mode: committed, and the relay will
-		// publish. A failure here loses nothing; the client, like any client
-		// whose response was lost, retries with its Idempotency-Key.
-		if err := s.hooks.at(ctx, StepAfterCommitBeforePublish, op); err != nil {
-			return nil, nil, false, err
+	if len(events) > 0 {
+		if err := s.write.afterCommit(ctx, op, events); err != nil {
+			return txResult{}, err
 		}
 	}
-	return result, stored, false, nil
+	return res, nil
 }
 
 // completeEvent fills in what every event of this service carries, among
@@ -135,20 +120,7 @@ func (s *Service) completeEvent(e *outbox.Event, trace map[string]string) {
 	}
 }
 
-// publishAfterCommit is naive mode's second write. The change is committed
-// and cannot be taken back, so a failure here is only logged and counted:
-// the event is lost — the dual-write hole this mode demonstrates.
-func (s *Service) publishAfterCommit(ctx context.Context, op Op, events []outbox.Event) {
-	if err := s.hooks.at(ctx, StepAfterCommitBeforePublish, op); err != nil {
-		s.naiveC.WithLabelValues("skipped").Add(float64(len(events)))
-		s.log.ErrorContext(ctx, "naive mode: event lost after commit", "op", op, "events", len(events), "error", err)
-		return
-	}
-	if err := s.publish(ctx, events); err != nil {
-		s.log.ErrorContext(ctx, "naive mode: event lost after commit", "op", op, "events", len(events), "error", err)
-	}
-}
-
+// publish sends events straight to Kafka: the naive modes' second write.
 func (s *Service) publish(ctx context.Context, events []outbox.Event) error {
 	msgs := make([]*sarama.ProducerMessage, len(events))
 	for i := range events {

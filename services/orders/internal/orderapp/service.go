@@ -54,6 +54,7 @@ type Service struct {
 	outbox *outbox.Writer
 	notify *outbox.Notifier
 	mode   Mode
+	write  strategy // the mode's (strategy.go)
 	topic  string
 	pub    Publisher
 	hooks  Hooks
@@ -97,6 +98,7 @@ func New(cfg Config) (*Service, error) {
 			Help: "Events the naive modes tried to publish straight to Kafka, by result (published, failed, skipped).",
 		}, []string{"result"}),
 	}
+	s.write = s.newStrategy()
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.naiveC); err != nil {
 			return nil, fmt.Errorf("orderapp: registering metrics: %w", err)
