@@ -32,7 +32,7 @@ help: ## list the targets
 ## ---- local stack (no Docker needed) ----
 
 .PHONY: env-up env-down env-status env pg-start pg-stop kafka-start kafka-stop
-env-up: ## start PostgreSQL and Kafka on 127.0.0.1 (KAFKA_NODES=3: a cluster of three brokers; a no-op when running)
+env-up: ## start PostgreSQL and Kafka on 127.0.0.1 (KAFKA_NODES=3: a cluster of three brokers, TLS + SASL/SCRAM + ACLs; a no-op when running)
 	@$(STACK) up
 
 env-down: ## stop the PostgreSQL and Kafka that env-up started

@@ -9,8 +9,21 @@
 #   scripts/stack.sh status [pg|kafka]   report each service; exit 1 if one is down
 #   scripts/stack.sh env                 print the connection settings as export lines
 #
+# PG_NODES=3 runs PostgreSQL as a Patroni cluster of three members instead
+# (scripts/pgha.sh: ports 55441-55443, synchronous replication, PG_SYNC=off for
+# asynchronous); status and env follow it while it runs, down stops both.
+#
 # When PAYLAB_ADMIN_DATABASE_URL (PostgreSQL) or KAFKA_BROKERS (Kafka) is already set,
 # that service is taken as provided from outside and is neither started nor stopped.
+#
+# The single Kafka node speaks PLAINTEXT, without authentication, on 127.0.0.1
+# only. The cluster (KAFKA_NODES=3) is secured (KAFKA_SECURITY=sasl, its
+# default; plaintext turns it off): clients connect over TLS with SASL/SCRAM,
+# the brokers and controllers talk over mutual TLS, and the standard
+# authorizer denies what no ACL allows (paylab init creates the ACLs). The CA,
+# certificates and passwords are generated at the first start, in the state
+# folder; `scripts/stack.sh env` prints the admin's credentials and each
+# service principal's password.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,6 +31,7 @@ STATE=${PAYLAB_STACK_DIR:-$ROOT/.stack}
 PG_PORT=${PAYLAB_PG_PORT:-55432}
 KAFKA_PORT=${PAYLAB_KAFKA_PORT:-59092}
 CONTROLLER_PORT=${PAYLAB_KAFKA_CONTROLLER_PORT:-59093}
+INTERNAL_PORT=${PAYLAB_KAFKA_INTERNAL_PORT:-59102}
 PG_PASSWORD=postgres
 PG_USER=paylab-pg # the unprivileged OS user postgres runs as when we are root
 KAFKA_POM=$ROOT/deploy/local/kafka/pom.xml
@@ -26,6 +40,7 @@ KAFKA_LIB=$ROOT/deploy/local/kafka/target/lib
 PG_DIR=$STATE/pg
 PG_DATA=$PG_DIR/data
 KAFKA_DIR=$STATE/kafka
+PGHA=$ROOT/scripts/pgha.sh
 
 log() { printf 'stack: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -34,7 +49,10 @@ die() { log "$*"; exit 1; }
 # (as `eval "$(scripts/stack.sh env)"` does) still means "ours", not external.
 own_pg_url() { echo "postgres://postgres:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable"; }
 
-external_pg() { [ -n "${PAYLAB_ADMIN_DATABASE_URL:-}" ] && [ "$PAYLAB_ADMIN_DATABASE_URL" != "$(own_pg_url)" ]; }
+external_pg() {
+  [ -n "${PAYLAB_ADMIN_DATABASE_URL:-}" ] && [ "$PAYLAB_ADMIN_DATABASE_URL" != "$(own_pg_url)" ] &&
+    [ "$PAYLAB_ADMIN_DATABASE_URL" != "$("$PGHA" url)" ]
+}
 external_kafka() {
   [ -n "${KAFKA_BROKERS:-}" ] && [ "$KAFKA_BROKERS" != "$(KAFKA_NODES=1 own_kafka)" ] &&
     [ "$KAFKA_BROKERS" != "$(KAFKA_NODES=3 own_kafka)" ]
@@ -77,6 +95,10 @@ pg_running() {
 }
 
 pg_ready() { "$(pg_bin)/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT"; }
+
+# pg_ha: PostgreSQL is the Patroni cluster: PG_NODES=3, or no PG_NODES while
+# the cluster runs and the single server does not.
+pg_ha() { case "${PG_NODES:-}" in 3) return 0 ;; "") "$PGHA" running && ! pg_running ;; *) return 1 ;; esac; }
 
 pg_init() {
   local bin; bin=$(pg_bin)
@@ -134,6 +156,7 @@ CONF
 
 pg_up() {
   if external_pg; then log "PostgreSQL: using PAYLAB_ADMIN_DATABASE_URL from the environment"; return; fi
+  case "${PG_NODES:-1}" in 1) ;; 3) "$PGHA" up; return ;; *) die "PG_NODES=$PG_NODES: 1 or 3" ;; esac
   if pg_running; then log "PostgreSQL already running on 127.0.0.1:$PG_PORT"; return; fi
   port_open "$PG_PORT" && die "port $PG_PORT is taken by a process this script did not start"
   [ -f "$PG_DATA/PG_VERSION" ] || pg_init
@@ -148,6 +171,7 @@ pg_up() {
 pg_version() { as_pg "$(pg_bin)/postgres" --version; }
 
 pg_down() {
+  "$PGHA" down
   if external_pg; then return; fi
   if pg_running; then
     log "stopping PostgreSQL"
@@ -157,6 +181,7 @@ pg_down() {
 
 pg_status() {
   if external_pg; then echo "postgres: external ($PAYLAB_ADMIN_DATABASE_URL)"; return 0; fi
+  if pg_ha; then "$PGHA" status; return; fi
   if pg_running && pg_ready; then
     echo "postgres: running on 127.0.0.1:$PG_PORT (pid $(head -1 "$PG_DATA/postmaster.pid"), $(pg_version))"
   else
@@ -189,6 +214,10 @@ node_port() {
 }
 node_cport() {
   if [ -n "${PAYLAB_KAFKA_CONTROLLER_PORTS:-}" ]; then nth "$PAYLAB_KAFKA_CONTROLLER_PORTS" "$1"; else echo $((CONTROLLER_PORT + 2 * ($1 - 1))); fi
+}
+# node_iport N: node N's inter-broker listener (secured cluster only).
+node_iport() {
+  if [ -n "${PAYLAB_KAFKA_INTERNAL_PORTS:-}" ]; then nth "$PAYLAB_KAFKA_INTERNAL_PORTS" "$1"; else echo $((INTERNAL_PORT + 2 * ($1 - 1))); fi
 }
 # node_dir N: a single node keeps the layout of earlier versions of this script.
 node_dir() { if [ "$(kafka_nodes)" -eq 1 ]; then echo "$KAFKA_DIR"; else echo "$KAFKA_DIR/cluster/node-$1"; fi; }
@@ -229,6 +258,111 @@ kafka_jars() {
 
 kafka_java() { java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true -cp "$KAFKA_LIB/*" "$@"; }
 
+# ------------------------------------------------------------- Kafka security
+#
+# layout_dir: the state of the single node ($KAFKA_DIR) or of the cluster.
+layout_dir() { if [ "$(kafka_nodes)" -eq 1 ]; then echo "$KAFKA_DIR"; else echo "$KAFKA_DIR/cluster"; fi; }
+
+# wanted_security: KAFKA_SECURITY, else sasl for the cluster and plaintext
+# for one node.
+wanted_security() {
+  if [ -n "${KAFKA_SECURITY:-}" ]; then echo "$KAFKA_SECURITY"
+  elif [ "$(kafka_nodes)" -ge 3 ]; then echo sasl
+  else echo plaintext; fi
+}
+
+# kafka_security: sasl or plaintext, as the last `up` of this layout
+# recorded it; a layout formatted before this script knew security spoke
+# plaintext.
+kafka_security() {
+  if [ -f "$(layout_dir)/security" ]; then cat "$(layout_dir)/security"
+  elif find "$(layout_dir)" -maxdepth 3 -name meta.properties 2>/dev/null | grep -q .; then echo plaintext
+  else wanted_security; fi
+}
+
+SEC_DIR() { echo "$(layout_dir)/tls"; }
+# The SCRAM principals: the admin (a super user: init, tests, operators) and
+# one per service kind, which paylab init's ACLs bind to what it may do.
+SCRAM_USERS="paylab-admin paylab-orders paylab-relay paylab-ledger paylab-notifications"
+
+# kafka_tls_init generates, once per cluster, a CA, the nodes' certificate
+# (signed by it, for 127.0.0.1 and localhost) in a PKCS12 keystore, and random
+# passwords for the keystore and the SCRAM users, all in $KAFKA_DIR/tls
+# (owner-only); nothing of it is in the repository.
+kafka_tls_init() {
+  local d; d=$(SEC_DIR)
+  [ -f "$d/credentials" ] && return 0
+  log "generating the Kafka cluster's CA, node certificate and SCRAM passwords in $d"
+  rm -rf "$d"; mkdir -p "$d"; chmod 700 "$d"
+  local ks; ks=$(openssl rand -hex 16)
+  openssl req -x509 -newkey rsa:2048 -nodes -days 825 -subj "/CN=paylab local Kafka CA" \
+    -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null || die "openssl: CA"
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=paylab-kafka-node" \
+    -keyout "$d/node.key" -out "$d/node.csr" 2>/dev/null || die "openssl: node key"
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' >"$d/node.ext"
+  openssl x509 -req -in "$d/node.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 825 \
+    -extfile "$d/node.ext" -out "$d/node.crt" 2>/dev/null || die "openssl: node certificate"
+  openssl pkcs12 -export -in "$d/node.crt" -inkey "$d/node.key" -certfile "$d/ca.crt" -name node \
+    -passout "pass:$ks" -out "$d/node.p12" || die "openssl: keystore"
+  rm -f "$d/node.csr" "$d/node.ext" "$d/node.key"
+  {
+    echo "KEYSTORE_PASSWORD=$ks"
+    local u; for u in $SCRAM_USERS; do echo "$(scram_var "$u")=$(openssl rand -hex 16)"; done
+  } >"$d/credentials"
+  chmod 600 "$d"/*
+}
+
+# scram_var USER: the variable of USER's password in the credentials file.
+scram_var() { echo "$1" | tr 'a-z-' 'A-Z_' | sed 's/$/_PASSWORD/'; }
+credential() { sed -n "s/^$1=//p" "$(SEC_DIR)/credentials"; }
+
+# security_props: node N's listeners and security settings.
+security_props() {
+  local i=$1 d; d=$(SEC_DIR)
+  if [ "$(kafka_security)" != sasl ]; then
+    cat <<PROPS
+listeners=PLAINTEXT://127.0.0.1:$(node_port "$i"),CONTROLLER://127.0.0.1:$(node_cport "$i")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(node_port "$i")
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+PROPS
+    return
+  fi
+  cat <<PROPS
+# Clients: TLS + SASL/SCRAM-SHA-512. Brokers and controllers among
+# themselves: mutual TLS with the node certificate (principal
+# CN=paylab-kafka-node). The standard authorizer denies what no ACL allows.
+listeners=SASL_SSL://127.0.0.1:$(node_port "$i"),INTERNAL://127.0.0.1:$(node_iport "$i"),CONTROLLER://127.0.0.1:$(node_cport "$i")
+advertised.listeners=SASL_SSL://127.0.0.1:$(node_port "$i"),INTERNAL://127.0.0.1:$(node_iport "$i")
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=INTERNAL
+listener.security.protocol.map=SASL_SSL:SASL_SSL,INTERNAL:SSL,CONTROLLER:SSL
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$d/node.p12
+ssl.keystore.password=$(credential KEYSTORE_PASSWORD)
+ssl.key.password=$(credential KEYSTORE_PASSWORD)
+ssl.truststore.type=PEM
+ssl.truststore.location=$d/ca.crt
+listener.name.internal.ssl.client.auth=required
+listener.name.controller.ssl.client.auth=required
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:CN=paylab-kafka-node;User:paylab-admin
+allow.everyone.if.no.acl.found=false
+PROPS
+}
+
+# scram_format_args: the SCRAM credentials a node's storage is formatted with.
+scram_format_args() {
+  [ "$(kafka_security)" = sasl ] || return 0
+  local u
+  for u in $SCRAM_USERS; do
+    printf '%s\n' --add-scram "SCRAM-SHA-512=[name=$u,password=$(credential "$(scram_var "$u")")]"
+  done
+}
+
 node_init() {
   local i=$1 n dir voters= j rf=1 isr=1
   n=$(kafka_nodes); dir=$(node_dir "$i")
@@ -240,11 +374,7 @@ node_init() {
 process.roles=broker,controller
 node.id=$i
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$(node_port "$i"),CONTROLLER://127.0.0.1:$(node_cport "$i")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(node_port "$i")
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+$(security_props "$i")
 log.dirs=$dir/data
 num.partitions=6
 default.replication.factor=$rf
@@ -275,7 +405,9 @@ PROPS
       [ "$n" -gt 1 ] && echo "$cluster_id" >"$KAFKA_DIR/cluster/id"
     fi
     log "formatting Kafka storage of node $i (cluster $cluster_id)"
-    kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \
+    local scram=()
+    mapfile -t scram < <(scram_format_args)
+    kafka_java kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" "${scram[@]}" \
       >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "kafka storage format failed"; }
   fi
 }
@@ -302,8 +434,22 @@ kafka_up() {
     die "a $recorded-node Kafka is running; stop it first (make env-down)"
   fi
   case "$n" in 1|3) ;; *) die "KAFKA_NODES=$n: 1 or 3" ;; esac
+  local security recorded_security
+  security=$(KAFKA_NODES=$n wanted_security)
+  case "$security" in sasl|plaintext) ;; *) die "KAFKA_SECURITY=$security: sasl or plaintext" ;; esac
+  recorded_security=$(KAFKA_NODES=$n kafka_security)
+  if [ "$recorded_security" != "$security" ] && KAFKA_NODES=$n kafka_any_running; then
+    die "a Kafka with KAFKA_SECURITY=$recorded_security is running; stop it first (make env-down)"
+  fi
   mkdir -p "$KAFKA_DIR/cluster"
   echo "$n" >"$KAFKA_DIR/nodes"
+  if [ "$recorded_security" != "$security" ]; then
+    # Its storage was formatted for the other security: start afresh.
+    log "KAFKA_SECURITY=$security (was $recorded_security): removing the old data of this Kafka"
+    if [ "$n" -eq 1 ]; then rm -rf "$KAFKA_DIR/data" "$KAFKA_DIR/tls"; else rm -rf "$KAFKA_DIR/cluster"; mkdir -p "$KAFKA_DIR/cluster"; fi
+  fi
+  echo "$security" >"$(layout_dir)/security"
+  if [ "$security" = sasl ]; then kafka_tls_init; fi
   if kafka_running; then log "Kafka already running on $(own_kafka)"; return; fi
   kafka_jars
   for i in $(seq 1 "$n"); do
@@ -383,10 +529,23 @@ kafka_status() {
 
 print_env() {
   local pg=${PAYLAB_ADMIN_DATABASE_URL:-$(own_pg_url)}
+  if pg_ha && ! external_pg; then pg=$("$PGHA" url); fi
   local kafka; kafka=$(own_kafka)
   external_kafka && kafka=$KAFKA_BROKERS
   echo "export PAYLAB_ADMIN_DATABASE_URL='$pg'"
   echo "export KAFKA_BROKERS='$kafka'"
+  if ! external_kafka && [ "$(kafka_security)" = sasl ] && [ -f "$(SEC_DIR)/credentials" ]; then
+    # The admin's credentials (clients, tests and paylab init use them), and
+    # each service principal's password for the services' own environment.
+    echo "export KAFKA_SECURITY_PROTOCOL='SASL_SSL'"
+    echo "export KAFKA_CA_FILE='$(SEC_DIR)/ca.crt'"
+    echo "export KAFKA_SASL_USERNAME='paylab-admin'"
+    echo "export KAFKA_SASL_PASSWORD='$(credential PAYLAB_ADMIN_PASSWORD)'"
+    local u
+    for u in paylab-orders paylab-relay paylab-ledger paylab-notifications; do
+      echo "export $(scram_var "$u")='$(credential "$(scram_var "$u")")'"
+    done
+  fi
 }
 
 cmd=${1:-status}

@@ -110,6 +110,10 @@ func runTopics(_ context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	security := broker.SecurityFromEnv()
+	if err := security.Apply(sarama.NewConfig()); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	admin, err := sarama.NewClusterAdmin(broker.SplitBrokers(cfg.KafkaBrokers), broker.Config("paylab-cli"))
 	if err != nil {
 		return fmt.Errorf("connecting to Kafka at %s: %w", cfg.KafkaBrokers, err)
@@ -128,6 +132,14 @@ func runTopics(_ context.Context, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "topic %s ready (replication factor %d, min.insync.replicas %s)\n", topic, r.Factor, minInSync)
+	}
+	if security.Protocol == "SASL_SSL" {
+		// A secured Kafka denies what no ACL allows: the services' own.
+		if err := broker.EnsureACLs(admin); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "ACLs ready: %s writes %s; %s and %s read it in their groups and write %s\n",
+			broker.PrincipalRelay, broker.OrderEvents, broker.PrincipalLedger, broker.PrincipalNotifications, broker.OrderEventsDeadLetter)
 	}
 	return nil
 }

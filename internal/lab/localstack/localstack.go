@@ -32,8 +32,57 @@ func NewKafka() (*Server, error) { return newServer("kafka", 1) }
 
 // NewKafkaCluster prepares (does not start) a private Kafka cluster of nodes
 // brokers, each also a controller voter; with 3, topics get replication
-// factor 3 and min.insync.replicas 2 (scripts/stack.sh, KAFKA_NODES).
+// factor 3 and min.insync.replicas 2 (scripts/stack.sh, KAFKA_NODES). It
+// speaks PLAINTEXT, without authentication, as the single node does.
 func NewKafkaCluster(nodes int) (*Server, error) { return newServer("kafka", nodes) }
+
+// NewSecureKafka prepares (does not start) a private Kafka of nodes brokers
+// secured as scripts/stack.sh secures the cluster (KAFKA_SECURITY=sasl):
+// TLS and SASL/SCRAM for clients, mutual TLS among the nodes, the standard
+// authorizer. ClientEnv gives its credentials.
+func NewSecureKafka(nodes int) (*Server, error) {
+	s, err := newServer("kafka", nodes)
+	if err != nil {
+		return nil, err
+	}
+	var internal []string
+	for range nodes {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		internal = append(internal, strconv.Itoa(port))
+	}
+	s.env = append(s.env, "KAFKA_SECURITY=sasl", "PAYLAB_KAFKA_INTERNAL_PORTS="+strings.Join(internal, ","))
+	return s, nil
+}
+
+// ClientEnv is what `scripts/stack.sh env` exports for the server, as
+// KEY=value: the addresses and, for a secure Kafka, the admin's
+// credentials (KAFKA_SECURITY_PROTOCOL, KAFKA_CA_FILE, KAFKA_SASL_USERNAME,
+// KAFKA_SASL_PASSWORD) and each service principal's password.
+func (s *Server) ClientEnv() ([]string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(root, "scripts", "stack.sh"), "env")
+	cmd.Env = s.env
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("stack.sh env: %w", err)
+	}
+	var env []string
+	for _, line := range strings.Split(string(out), "\n") {
+		kv, ok := strings.CutPrefix(line, "export ")
+		if !ok {
+			continue
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, k+"="+strings.Trim(v, "'"))
+	}
+	return env, nil
+}
 
 // NewPostgres prepares (does not start) a private PostgreSQL server.
 func NewPostgres() (*Server, error) { return newServer("pg", 1) }
@@ -62,7 +111,8 @@ func newServer(service string, nodes int) (*Server, error) {
 		"PAYLAB_PG_PORT="+ports[0],
 		"PAYLAB_KAFKA_PORT="+ports[0], "PAYLAB_KAFKA_CONTROLLER_PORT="+controllers[0],
 		"PAYLAB_KAFKA_PORTS="+strings.Join(ports, ","),
-		"PAYLAB_KAFKA_CONTROLLER_PORTS="+strings.Join(controllers, ","))
+		"PAYLAB_KAFKA_CONTROLLER_PORTS="+strings.Join(controllers, ","),
+		"KAFKA_SECURITY=plaintext")
 	return s, nil
 }
 

@@ -30,7 +30,7 @@ func Config(clientID string) *sarama.Config {
 	cfg := sarama.NewConfig()
 	cfg.Version = Version
 	cfg.ClientID = clientID
-	return cfg
+	return withSecurity(cfg)
 }
 
 // ProducerConfig returns the configuration of an idempotent producer: every
@@ -54,7 +54,7 @@ func RelayProducerConfig(clientID string, leaseTTL time.Duration) *sarama.Config
 	cfg := outbox.KafkaProducerConfig(leaseTTL)
 	cfg.Version = Version
 	cfg.ClientID = clientID
-	return cfg
+	return withSecurity(cfg)
 }
 
 // SplitBrokers parses a comma-separated list of host:port addresses.
