@@ -53,6 +53,13 @@ kafka-start: ## start Kafka alone
 kafka-stop: ## stop Kafka alone
 	@$(STACK) down kafka
 
+# PG_NODES=3 (env-up, env-status, env, pg-start): PostgreSQL as a Patroni
+# cluster of three members on 127.0.0.1:55441-55443 with etcd (scripts/pgha.sh),
+# synchronous replication unless PG_SYNC=off; env-down stops it too.
+.PHONY: pg-ha-start
+pg-ha-start: ## start PostgreSQL alone as a Patroni cluster of three, as env-up PG_NODES=3 does (PG_SYNC=off: asynchronous)
+	@PG_NODES=3 $(STACK) up pg
+
 .PHONY: migrate
 migrate: env-up ## create the databases and roles, apply migrations, create topics
 	@go run ./cmd/paylab init
