@@ -335,23 +335,38 @@ func post(ctx context.Context, client *http.Client, url, apiKey, key string, bod
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return err
+	// A 503 (the API shedding load, a database failing over) or 429 is
+	// retried with the same Idempotency-Key, as a client would, until ctx
+	// ends: the scenario counts what the relays lose, not what a busy
+	// machine delays.
+	for attempt := 1; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		res, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("POST %s: %w", url, err)
+		}
+		retry := res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests
+		if !retry {
+			defer res.Body.Close()
+			if res.StatusCode != http.StatusCreated {
+				return fmt.Errorf("POST %s: %s", url, res.Status)
+			}
+			if out != nil {
+				return json.NewDecoder(res.Body).Decode(out)
+			}
+			return nil
+		}
+		res.Body.Close()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("POST %s: %s after %d attempts", url, res.Status, attempt)
+		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second)):
+		}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	res, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("POST %s: %w", url, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusCreated {
-		return fmt.Errorf("POST %s: %s", url, res.Status)
-	}
-	if out != nil {
-		return json.NewDecoder(res.Body).Decode(out)
-	}
-	return nil
 }
