@@ -166,6 +166,10 @@ chaos: build $(MAILPIT) ## run every chaos scenario (naive vs outbox+inbox under
 chaos-wal: build $(MAILPIT) ## the quick chaos set with the relays streaming a replication slot (RELAY_MODE=wal)
 	@bin/paylab chaos run all --quick --relay-mode wal
 
+.PHONY: test-ha
+test-ha: ## the HA PostgreSQL test: a private Patroni cluster of three, its leader SIGKILLed, the synchronously committed row and a pgx pool on the new leader (about a minute; not in make test)
+	@PAYLAB_PG_HA=1 go test -count=1 -v -timeout 10m ./internal/testkit/pgha/
+
 .PHONY: compose-check
 compose-check: ## docker-compose.yml for real: build, up, payments, ledger and receipts, 3 relays, the chaos service, down (needs a Docker engine; not in make test)
 	@scripts/compose-check.sh

@@ -276,7 +276,11 @@ d = json.load(sys.stdin)
 print(sum(1 for r in d.get("replication", []) if r.get("state") == "streaming"))' 2>/dev/null)
   [ "${streaming:-0}" -ge 2 ] || return 1
   if [ "$(sync_mode)" != off ]; then
+    # PostgreSQL's synchronous standby, and Patroni's: the one it promotes.
     api "$i" /patroni | grep -q '"sync_state": *"sync"' || return 1
+    local j synced=
+    for j in $MEMBERS; do [ "$(api "$j" /patroni | json_field sync_standby)" = True ] && synced=1; done
+    [ -n "$synced" ] || return 1
   fi
 }
 
