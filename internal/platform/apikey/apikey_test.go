@@ -167,6 +167,33 @@ func TestAuthenticatorUnavailable(t *testing.T) {
 	}
 }
 
+// A cached key keeps working past its TTL while the table cannot be read,
+// for StaleIfError; after that, and for a key never read, ErrUnavailable.
+func TestAuthenticatorServesStaleRowsWhileTheTableCannotBeRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key, _, err := b.store.Create(testenv.Context(t), "mer_7", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	pool, _ := testenv.CountingPool(t, b.ordersURL)
+	const ttl, stale = 50 * time.Millisecond, 2 * time.Second
+	auth := apikey.NewAuthenticator(pool, apikey.AuthConfig{TTL: ttl, StaleIfError: stale, LookupTimeout: 200 * time.Millisecond})
+	if _, err := auth.Authenticate(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	time.Sleep(2 * ttl)
+	if p, err := auth.Authenticate(ctx, key); err != nil || p.MerchantID != "mer_7" {
+		t.Fatalf("past the TTL, the table unreadable: %+v, %v; want the cached key", p, err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the stale row expired", func() bool {
+		_, err := auth.Authenticate(ctx, key)
+		return errors.Is(err, apikey.ErrUnavailable)
+	})
+}
+
 // The middleware: the challenges of a missing and a bad key, a key in the
 // query refused even with a good header, the principal passed on, and
 // the per-key rate limit with Retry-After.

@@ -35,6 +35,11 @@ type AuthConfig struct {
 	// MaxEntries bounds the cache; when it is full the cache starts over.
 	// Default 100 000.
 	MaxEntries int
+	// StaleIfError is how long past its TTL a cached row is still used
+	// when the table cannot be read (a saturated pool, a failover), so that
+	// keys in use keep working through a short outage of their table.
+	// Default 1 min.
+	StaleIfError time.Duration
 }
 
 func (c AuthConfig) withDefaults() AuthConfig {
@@ -46,6 +51,9 @@ func (c AuthConfig) withDefaults() AuthConfig {
 	}
 	if c.MaxEntries <= 0 {
 		c.MaxEntries = 100_000
+	}
+	if c.StaleIfError <= 0 {
+		c.StaleIfError = time.Minute
 	}
 	return c
 }
@@ -94,7 +102,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (Principal
 }
 
 // entry returns the cached row of id, reading it when it is missing or
-// stale; concurrent readers of one id share one query.
+// stale; concurrent readers of one id share one query. When the read fails,
+// a stale row not older than StaleIfError past its TTL is used.
 func (a *Authenticator) entry(ctx context.Context, id string) (entry, error) {
 	now := time.Now()
 	a.mu.RLock()
@@ -114,6 +123,9 @@ func (a *Authenticator) entry(ctx context.Context, id string) (entry, error) {
 		return entry{}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	case r := <-ch:
 		if r.Err != nil {
+			if ok && now.Before(e.expires.Add(a.cfg.StaleIfError)) {
+				return e, nil
+			}
 			return entry{}, r.Err
 		}
 		return r.Val.(entry), nil

@@ -8,8 +8,9 @@
 // its key with "Authorization: Bearer <key>"; Authenticator finds the
 // stored hash by the key's id, caches it for a short TTL (so a busy API
 // reads the table once per key and TTL, and a revocation takes effect
-// within the TTL), and compares the hashes in constant time. The key's
-// merchant is the request's merchant (FromContext).
+// within the TTL; a row past its TTL still serves, for StaleIfError, while
+// the table cannot be read), and compares the hashes in constant time. The
+// key's merchant is the request's merchant (FromContext).
 //
 // Authenticate and Limiter.Middleware are the HTTP middleware; Limiter
 // keeps a token bucket per key (golang.org/x/time/rate) and answers

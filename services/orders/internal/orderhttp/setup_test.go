@@ -48,7 +48,10 @@ func setupSecured(t *testing.T, secure func(*orderhttp.Security), change ...func
 	pool, _ := testenv.NewPool(t, "orders")
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	cfg := orderapp.Config{Pool: pool, Topic: testTopic, Logger: log, Registerer: reg}
+	// Requests wait for a pooled connection as long as a test may take:
+	// the concurrency tests queue many requests on a small pool on a
+	// loaded machine. TestPoolExhaustedFailsFast sets its own.
+	cfg := orderapp.Config{Pool: pool, Topic: testTopic, Logger: log, Registerer: reg, AcquireTimeout: time.Minute}
 	for _, c := range change {
 		c(&cfg)
 	}
@@ -64,7 +67,7 @@ func setupSecured(t *testing.T, secure func(*orderhttp.Security), change ...func
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec := orderhttp.Security{Keys: apikey.NewAuthenticator(pool, apikey.AuthConfig{TTL: 100 * time.Millisecond})}
+	sec := orderhttp.Security{Keys: apikey.NewAuthenticator(pool, apikey.AuthConfig{TTL: time.Second})}
 	secure(&sec)
 	// Every request the tests send, and every response they get, is checked
 	// against api/openapi.yaml.
