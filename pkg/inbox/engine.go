@@ -22,7 +22,7 @@ type engine struct {
 	m    *metrics
 	log  *slog.Logger
 	dlq  DeadLetterFunc // nil in Redrive: failures are recorded, not published
-	sql  *sync.Map    // the queries rendered for cfg.Table (schema.go)
+	sql  *sync.Map      // the queries rendered for cfg.Table (schema.go)
 }
 
 func newEngine(pool *pgxpool.Pool, cfg Config, m *metrics) *engine {
