@@ -20,7 +20,7 @@ import (
 // library's configuration (outbox.RelayConfig, outbox.WALConfig): unset or
 // zero takes the library's default, and the library validates them.
 type Config struct {
-	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable" redact:"password"`
+	DatabaseURL  string `env:"DATABASE_URL" envDefault:"postgres://orders_relay:orders_relay@127.0.0.1:55432/orders?sslmode=disable" redact:"password"`
 	KafkaBrokers string `env:"KAFKA_BROKERS" envDefault:"127.0.0.1:59092"`
 	AdminAddr    string `env:"ADMIN_ADDR" envDefault:"127.0.0.1:9081"`
 	// Mode is poll (claim rows with leases; any number of relays share the

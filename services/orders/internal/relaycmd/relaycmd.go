@@ -21,7 +21,7 @@
 // outbox.RelayConfig or outbox.WALConfig, whose defaults and validation
 // they take when unset):
 //
-//	DATABASE_URL              orders database (postgres://orders:orders@127.0.0.1:55432/orders?sslmode=disable)
+//	DATABASE_URL              orders database, as the relays' role (postgres://orders_relay:orders_relay@127.0.0.1:55432/orders?sslmode=disable)
 //	KAFKA_BROKERS             comma-separated bootstrap brokers (127.0.0.1:59092)
 //	ADMIN_ADDR                admin listener: /healthz, /readyz, /metrics, /chaos (127.0.0.1:9081)
 //	RELAY_MODE                poll (claim with leases) or wal (stream a replication slot) (poll)
