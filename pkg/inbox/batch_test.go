@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/inbox"
+	"github.com/paylab/paylab/pkg/inbox/internal/testenv"
 )
 
 // Batches keep every rule of the inbox, with per-message handlers and with a

@@ -7,8 +7,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/inbox/internal/inboxdb"
+	"github.com/paylab/paylab/pkg/inbox/internal/testenv"
 )
 
 // Micro-benchmarks of the inbox's hot paths; `paylab bench` (make bench)
@@ -49,7 +49,7 @@ func BenchmarkDecode(b *testing.B) {
 // event, one duplicate that hits the primary key, and a batch of 500 new
 // events in one statement.
 func BenchmarkRecord(b *testing.B) {
-	pool, _ := testenv.NewPool(b, "ledger")
+	pool, _ := testenv.NewPool(b, migrate)
 	q := inboxdb.New(pool)
 	ctx := context.Background()
 	msg, err := Decode(benchMessage())

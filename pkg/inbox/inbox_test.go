@@ -12,9 +12,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/inbox"
-	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/inbox/internal/testenv"
 )
 
 func TestDuplicateDeliveriesHaveOneEffect(t *testing.T) {
@@ -203,7 +202,7 @@ func TestSweepAppliesParkedEventsLeftBehind(t *testing.T) {
 	if _, err := f.pool.Exec(ctx, `INSERT INTO inbox_sequences (aggregate_id, applied_sequence) VALUES ('ord-8', 1)`); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range []*outbox.Event{event("ord-8", 3, "OrderRefunded"), event("ord-8", 2, "OrderRefunded")} {
+	for _, e := range []*cloudEvent{event("ord-8", 3, "OrderRefunded"), event("ord-8", 2, "OrderRefunded")} {
 		if _, err := f.pool.Exec(ctx, `INSERT INTO inbox (event_id, event_type, aggregate_id, sequence, payload, topic, kafka_partition, kafka_offset)
 			VALUES ($1, $2, 'ord-8', $3, '{}', $4, 0, 0)`, e.ID, e.Type, e.Sequence, f.topic); err != nil {
 			t.Fatal(err)

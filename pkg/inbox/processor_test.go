@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/inbox"
+	"github.com/paylab/paylab/pkg/inbox/internal/testenv"
 )
 
 // webhookQueue is a source that is not Kafka: an at-least-once queue (an

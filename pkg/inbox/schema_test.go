@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/inbox"
+	"github.com/paylab/paylab/pkg/inbox/internal/testenv"
 )
 
 func TestMigrationsRenderTheTableName(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,10 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/paylab/paylab/internal/platform/broker"
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/inbox"
-	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/inbox/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -26,6 +26,12 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
 		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
 	)
+}
+
+// migrate gives a test database the inbox tables, with the package's own
+// Migrate and the default table name.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return inbox.Migrate(ctx, pool, inbox.Config{})
 }
 
 // fixture is a topic, its dead-letter topic and a database with an "effects"
@@ -40,13 +46,13 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	pool, _ := testenv.NewPool(t, "ledger")
+	pool, _ := testenv.NewPool(t, migrate)
 	f := &fixture{t: t, pool: pool, topic: testenv.NewTopic(t, 1), dlq: testenv.NewTopic(t, 1)}
 	if _, err := pool.Exec(testenv.Context(t), `CREATE TABLE effects (
 		id bigserial PRIMARY KEY, event_id uuid NOT NULL, aggregate_id text NOT NULL, sequence bigint NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	prod, err := sarama.NewSyncProducer(testenv.Brokers(), broker.ProducerConfig("paylab-test"))
+	prod, err := sarama.NewSyncProducer(testenv.Brokers(), testenv.ProducerConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +78,8 @@ func (f *fixture) config(mut ...func(*inbox.Config)) inbox.Config {
 		RetryBackoff:    10 * time.Millisecond,
 		RetryMaxBackoff: 50 * time.Millisecond,
 		SweepInterval:   200 * time.Millisecond,
-		Sarama:          broker.Config("paylab-test"),
-		ProducerSarama:  broker.ProducerConfig("paylab-test"),
+		Sarama:          testenv.KafkaConfig(),
+		ProducerSarama:  testenv.ProducerConfig(),
 	}
 	for _, m := range mut {
 		m(&cfg)
@@ -100,15 +106,56 @@ func (f *fixture) start(cfg inbox.Config) *inbox.Runner {
 	return r
 }
 
-func event(orderID string, seq int64, typ string) *outbox.Event {
-	return &outbox.Event{
+// cloudEvent is an event as a producer sends it: a CloudEvents binary-mode
+// Kafka message (the contract package inbox decodes, written here
+// independently of any producer library).
+type cloudEvent struct {
+	ID            uuid.UUID
+	AggregateType string
+	AggregateID   string
+	Type          string
+	SchemaVersion int
+	Sequence      int64
+	OccurredAt    time.Time
+	Payload       json.RawMessage
+	Headers       map[string]string // extra headers, e.g. traceparent
+	Topic         string
+}
+
+// ProducerMessage is the event as a Kafka message from source: key the
+// aggregate id, value the payload, the attributes as ce_ headers.
+func (e *cloudEvent) ProducerMessage(source string) *sarama.ProducerMessage {
+	headers := map[string]string{
+		inbox.HeaderSpecVersion:   "1.0",
+		inbox.HeaderID:            e.ID.String(),
+		inbox.HeaderSource:        source,
+		inbox.HeaderType:          e.Type,
+		inbox.HeaderTime:          e.OccurredAt.UTC().Format(time.RFC3339Nano),
+		inbox.HeaderSubject:       e.AggregateID,
+		inbox.HeaderSchemaVersion: strconv.Itoa(max(e.SchemaVersion, 1)),
+		"ce_aggregatetype":        e.AggregateType,
+		inbox.HeaderContentType:   "application/json",
+	}
+	if e.Sequence > 0 {
+		headers[inbox.HeaderSequence] = strconv.FormatInt(e.Sequence, 10)
+	}
+	maps.Copy(headers, e.Headers)
+	pm := &sarama.ProducerMessage{Topic: e.Topic, Key: sarama.StringEncoder(e.AggregateID), Value: sarama.ByteEncoder(e.Payload)}
+	for k, v := range headers {
+		pm.Headers = append(pm.Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
+	}
+	return pm
+}
+
+func event(orderID string, seq int64, typ string) *cloudEvent {
+	return &cloudEvent{
 		ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: orderID, Type: typ,
 		SchemaVersion: 1, Sequence: seq, OccurredAt: time.Now(),
 		Payload: json.RawMessage(fmt.Sprintf(`{"schema_version":1,"sequence":%d,"order_id":%q}`, seq, orderID)),
 	}
 }
 
-func (f *fixture) publish(events ...*outbox.Event) {
+func (f *fixture) publish(events ...*cloudEvent) {
 	f.t.Helper()
 	for _, e := range events {
 		e.Topic = f.topic

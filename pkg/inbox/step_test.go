@@ -8,9 +8,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
+	"github.com/paylab/paylab/pkg/inbox/internal/testenv"
 )
 
 // A run of deliveries costs the inbox the same statements whatever its
@@ -20,7 +21,7 @@ import (
 // The handlers' statements come on top (none here).
 func TestStepCostsAFixedNumberOfStatements(t *testing.T) {
 	t.Parallel()
-	_, dbURL := testenv.NewPool(t, "ledger")
+	_, dbURL := testenv.NewPool(t, migrate)
 	pool, counter := testenv.CountingPool(t, dbURL)
 	ctx := testenv.Context(t)
 	noop := func(context.Context, pgx.Tx, Message) error { return nil }
@@ -61,4 +62,10 @@ func TestStepCostsAFixedNumberOfStatements(t *testing.T) {
 			}
 		}
 	}
+}
+
+// migrate gives a test database the inbox tables, with Migrate and the
+// default table name.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return Migrate(ctx, pool, Config{})
 }

@@ -13,9 +13,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/inbox"
-	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/inbox/internal/testenv"
 )
 
 func hasEvent(s tracetest.SpanStub, name string) bool {
@@ -53,7 +52,7 @@ func TestConsumerSpansContinueTheProducersTrace(t *testing.T) {
 		c.Handlers = map[string]inbox.Handler{"OrderCaptured": hs.handler, "OrderRefunded": hs.handler}
 	}))
 
-	withTrace := func(e *outbox.Event) trace.SpanContext {
+	withTrace := func(e *cloudEvent) trace.SpanContext {
 		_, producer := tracer.Start(context.Background(), "producer")
 		defer producer.End()
 		e.Headers = map[string]string{}

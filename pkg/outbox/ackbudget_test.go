@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // lateAcks wraps a publisher so that its acknowledgements reach the relay
@@ -52,7 +52,7 @@ func TestSlowAcksRenewTheLeaseInsteadOfRepublishing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool, _ := testenv.NewPool(t, "orders")
+			pool, _ := testenv.NewPool(t, migrate)
 			topic := testenv.NewTopic(t, 3)
 			ctx := longContext(t, 2*time.Minute)
 			batch := make([]outbox.Event, events)

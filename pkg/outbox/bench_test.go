@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // Micro-benchmarks of the relay's hot paths; `paylab bench` (make bench)
@@ -38,7 +38,7 @@ func BenchmarkProducerMessage(b *testing.B) {
 func BenchmarkClaimBatch(b *testing.B) {
 	for _, batch := range []int{50, 500} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			pool, _ := testenv.NewPool(b, "orders")
+			pool, _ := testenv.NewPool(b, migrate)
 			ctx := context.Background()
 			acked := outbox.PublisherFunc(func(context.Context, []outbox.Event) []error { return nil })
 			r, err := outbox.NewRelay(pool, acked, outbox.RelayConfig{BatchSize: batch, Hooks: outbox.Hooks{

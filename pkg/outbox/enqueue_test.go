@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 func captured(orderID string, seq int64) outbox.Event {
@@ -37,7 +37,7 @@ func countPending(t *testing.T, pool *pgxpool.Pool) int {
 
 func TestEnqueueCommitsWithTheTransaction(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	ctx := testenv.Context(t)
 
 	events := []outbox.Event{captured("o-1", 1), captured("o-2", 1)}
@@ -69,7 +69,7 @@ func TestEnqueueCommitsWithTheTransaction(t *testing.T) {
 
 func TestEnqueueRollsBackWithTheTransaction(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	ctx := testenv.Context(t)
 
 	boom := errors.New("business change failed")
@@ -89,7 +89,7 @@ func TestEnqueueRollsBackWithTheTransaction(t *testing.T) {
 
 func TestEnqueueNotifiesOnCommitOnly(t *testing.T) {
 	t.Parallel()
-	pool, dbURL := testenv.NewPool(t, "orders")
+	pool, dbURL := testenv.NewPool(t, migrate)
 	ctx := testenv.Context(t)
 
 	listener, err := pgx.Connect(ctx, dbURL)
@@ -132,7 +132,7 @@ func TestEnqueueNotifiesOnCommitOnly(t *testing.T) {
 
 func TestEnqueueRejectsInvalidEvents(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	ctx := testenv.Context(t)
 
 	tests := []struct {

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // bgRelay is a relay's Run in a goroutine of its own.
@@ -119,7 +119,7 @@ func TestExclusiveRelayIDIsRefusedWhileInUse(t *testing.T) {
 				newRelay func(id string) func(context.Context) error
 			)
 			if mode == "poll" {
-				pool, _ = testenv.NewPool(t, "orders")
+				pool, _ = testenv.NewPool(t, migrate)
 				newRelay = func(id string) func(context.Context) error {
 					return mustRelay(t, pool, acceptAll, outbox.RelayConfig{ID: id, LeaseTTL: 2 * time.Second,
 						PollInterval: 50 * time.Millisecond, Logger: testLogger(t)}).Run
@@ -163,7 +163,7 @@ func TestExclusiveRelayIDIsRefusedWhileInUse(t *testing.T) {
 func TestExclusiveRelayTakesItsIDAgainAfterItsConnectionDrops(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	pool, dbURL := testenv.NewPool(t, "orders")
+	pool, dbURL := testenv.NewPool(t, migrate)
 	relay := goRun(t, "a", mustRelay(t, pool, acceptAll, outbox.RelayConfig{ID: "a", LeaseTTL: 2 * time.Second,
 		PollInterval: 50 * time.Millisecond, Logger: testLogger(t)}).Run)
 	enqueue(t, ctx, pool, event("exclusive", "order-1", 1))
@@ -242,7 +242,7 @@ func TestExclusivePollRelayRefusedWhileAWALRelayRuns(t *testing.T) {
 		t.Fatal("the slot was dropped while its WAL relay ran")
 	}
 
-	elsewhere, _ := testenv.NewPool(t, "orders")
+	elsewhere, _ := testenv.NewPool(t, migrate)
 	cfg := f.pollConfig(t, "poll")
 	goRun(t, "poll elsewhere", mustRelay(t, elsewhere, counting, cfg).Run)
 	enqueue(t, ctx, elsewhere, event(f.topic, "order-elsewhere", 1))

@@ -13,13 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/platform/chaos"
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
-// A relay process that dies holding leased events (a real crash: the chaos
-// point exits the process with no cleanup) stalls those events only until
+// A relay process that dies holding leased events (a real crash: the hook
+// exits the process with no cleanup) stalls those events only until
 // the lease expires; then another relay publishes them, all in its first
 // claim after the expiry (the time it took is logged). Crashing
 // after the publish and before the mark puts each of those events on the
@@ -48,7 +47,7 @@ func testTakeover(t *testing.T, point string, wantDuplicates bool) {
 		events   = 100
 		childBat = 30
 	)
-	pool, dbURL := testenv.NewPool(t, "orders")
+	pool, dbURL := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 3)
 	ctx := longContext(t, 4*time.Minute)
 	batch := make([]outbox.Event, events)
@@ -61,11 +60,11 @@ func testTakeover(t *testing.T, point string, wantDuplicates bool) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childRelayEnv+"=1", "DATABASE_URL="+dbURL,
 		"KAFKA_BROKERS="+strings.Join(testenv.Brokers(), ","), "RELAY_ID=doomed",
-		fmt.Sprintf("RELAY_BATCH_SIZE=%d", childBat), "RELAY_LEASE_TTL="+ttl.String(), "CHAOS_CRASH_AT="+point)
+		fmt.Sprintf("RELAY_BATCH_SIZE=%d", childBat), "RELAY_LEASE_TTL="+ttl.String(), "CRASH_AT="+point)
 	out, err := cmd.CombinedOutput()
 	var exitErr *exec.ExitError
-	if !errors.As(err, &exitErr) || exitErr.ExitCode() != chaos.ExitCode {
-		t.Fatalf("doomed relay: %v, want exit status %d\n%s", err, chaos.ExitCode, out)
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != crashExitCode {
+		t.Fatalf("doomed relay: %v, want exit status %d\n%s", err, crashExitCode, out)
 	}
 	crashed := time.Now()
 	var held int64
@@ -150,7 +149,7 @@ func testTakeover(t *testing.T, point string, wantDuplicates bool) {
 // own order only, never other orders.
 func TestPermanentFailureParksAndBlocksOnlyItsOrder(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
 	big := event(topic, "order-big", 1)
@@ -234,7 +233,7 @@ func (f *flaky) Publish(ctx context.Context, events []outbox.Event) []error {
 // counts nothing (TestBrokerOutageParksNothingAndDrainsPromptly).
 func TestTransientFailuresRetryWithBackoffThenPark(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
 	recovers, hopeless := event(topic, "order-1", 1), event(topic, "order-2", 1)

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // longContext is a context for tests that outlast testenv.Context's minute.
@@ -28,6 +28,12 @@ func longContext(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// migrate gives a test database the outbox table, with the package's own
+// Migrate and the default table name.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return outbox.Migrate(ctx, pool, outbox.Config{})
 }
 
 // event builds the sequence-th event of an order on topic.
@@ -79,7 +85,7 @@ func seedOrders(t testing.TB, ctx context.Context, pool *pgxpool.Pool, topic str
 // newKafkaPublisher returns a publisher on brokers, closed at cleanup.
 func newKafkaPublisher(t testing.TB, brokers []string) *outbox.KafkaPublisher {
 	t.Helper()
-	producer, err := sarama.NewAsyncProducer(brokers, broker.ProducerConfig("outbox-test"))
+	producer, err := sarama.NewAsyncProducer(brokers, testenv.ProducerConfig())
 	if err != nil {
 		t.Fatalf("producer: %v", err)
 	}
@@ -136,7 +142,7 @@ type consumed struct {
 // timeout passes) and returns the messages per partition, in offset order.
 func consumeAll(t testing.TB, brokers []string, topic string, want, wantMessages int, timeout time.Duration) map[int32][]consumed {
 	t.Helper()
-	consumer, err := sarama.NewConsumer(brokers, broker.Config("outbox-test-reader"))
+	consumer, err := sarama.NewConsumer(brokers, testenv.KafkaConfig())
 	if err != nil {
 		t.Fatalf("consumer: %v", err)
 	}

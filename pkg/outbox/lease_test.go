@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // Leases from both sides, step by step: while relay A holds a valid lease,
@@ -65,7 +65,7 @@ func TestLeaseIsRespectedUntilItExpires(t *testing.T) {
 // could put it on the topic before the first.
 func TestOnlyTheOldestUndispatchedEventOfAnOrderIsClaimable(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	ctx := testenv.Context(t)
 	x1, x2, x3, y1 := event("t", "order-x", 1), event("t", "order-x", 2), event("t", "order-x", 3), event("t", "order-y", 1)
 	enqueue(t, ctx, pool, x1, x2, x3, y1)
@@ -191,7 +191,7 @@ func TestAStalledRelayCannotRecordRowsAnotherRelayNowHolds(t *testing.T) {
 // own, in a database of the test's own.
 func fiveOrders(t *testing.T) (*pgxpool.Pool, context.Context) {
 	t.Helper()
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
 	events := make([]outbox.Event, 5)

@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // With a poll interval of an hour, only NOTIFY can wake the relay: events
@@ -15,7 +15,7 @@ import (
 // killed (the relay reconnects).
 func TestNotifyWakesTheRelayAndTheListenerReconnects(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
 	reg := prometheus.NewRegistry()
@@ -49,7 +49,7 @@ func TestNotifyWakesTheRelayAndTheListenerReconnects(t *testing.T) {
 // does) and finds its work by the poll interval alone.
 func TestPollOnlyRelayDoesNotListen(t *testing.T) {
 	t.Parallel()
-	pool, dbURL := testenv.NewPool(t, "orders")
+	pool, dbURL := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
 	relayPool, counter := testenv.CountingPool(t, dbURL)

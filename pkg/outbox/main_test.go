@@ -14,14 +14,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/paylab/paylab/internal/platform/broker"
-	"github.com/paylab/paylab/internal/platform/chaos"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // childRelayEnv makes the test binary run one relay instead of the tests:
 // crash tests re-execute themselves as a real, separate relay process.
 const childRelayEnv = "OUTBOX_TEST_CHILD_RELAY"
+
+// crashExitCode is the exit status of a child relay crashed at a hook: a
+// SIGKILL's, what a supervisor sees of a killed process.
+const crashExitCode = 137
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childRelayEnv) != "" {
@@ -35,28 +38,34 @@ func TestMain(m *testing.M) {
 
 // runChildRelay runs a relay configured by the environment: DATABASE_URL,
 // KAFKA_BROKERS, RELAY_ID, RELAY_BATCH_SIZE, RELAY_LEASE_TTL and
-// CHAOS_CRASH_AT (a fault point armed to crash on its first hit); with
+// CRASH_AT (the hook, "relay.after_lease" or
+// "relay.after_publish_before_mark", that exits the process at once with
+// crashExitCode on its first call, leaving everything as a crash does); with
 // RELAY_MODE=wal, a WAL relay on RELAY_SLOT publishing with the CloudEvents
 // source RELAY_SOURCE.
 func runChildRelay() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child relay:", err); return 1 }
-	hooks := outbox.Hooks{
-		AfterLease:             chaos.NewPoint("relay.after_lease").Hit,
-		AfterPublishBeforeMark: chaos.NewPoint("relay.after_publish_before_mark").Hit,
-	}
-	if p := os.Getenv("CHAOS_CRASH_AT"); p != "" {
-		if err := chaos.Default.Arm(p, chaos.Fault{Action: chaos.Crash, Count: 1}); err != nil {
-			return fail(err)
+	crashAt := os.Getenv("CRASH_AT")
+	crash := func(point string) func(context.Context) error {
+		return func(context.Context) error {
+			if point == crashAt {
+				os.Exit(crashExitCode)
+			}
+			return nil
 		}
+	}
+	hooks := outbox.Hooks{
+		AfterLease:             crash("relay.after_lease"),
+		AfterPublishBeforeMark: crash("relay.after_publish_before_mark"),
 	}
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
 		return fail(err)
 	}
 	defer pool.Close()
-	producer, err := sarama.NewAsyncProducer(broker.SplitBrokers(os.Getenv("KAFKA_BROKERS")), broker.ProducerConfig("child-relay"))
+	producer, err := sarama.NewAsyncProducer(testenv.Brokers(), testenv.ProducerConfig())
 	if err != nil {
 		return fail(err)
 	}

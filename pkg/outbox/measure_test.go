@@ -10,17 +10,18 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/platform/broker"
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // The measurements below report figures; they assert nothing about speed.
 // They are skipped unless PAYLAB_MEASURE=1:
 //
-//	PAYLAB_MEASURE=1 go test -count=1 -v -run '^TestMeasure' -timeout 30m ./pkg/outbox/
+//	cd pkg/outbox && PAYLAB_MEASURE=1 go test -count=1 -v -run '^TestMeasure' -timeout 30m .
 func skipUnlessMeasuring(t *testing.T) {
 	t.Helper()
 	if os.Getenv("PAYLAB_MEASURE") != "1" {
@@ -36,7 +37,7 @@ func TestMeasureDrainRate(t *testing.T) {
 	const backlog = 100_000
 	for _, relays := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d relays", relays), func(t *testing.T) {
-			pool, dbURL := testenv.NewPool(t, "orders")
+			pool, dbURL := testenv.NewPool(t, migrate)
 			topic := testenv.NewTopic(t, 6)
 			ctx := longContext(t, 15*time.Minute)
 			seedOrders(t, ctx, pool, topic, backlog, 1)
@@ -76,7 +77,7 @@ func TestMeasureDrainRate(t *testing.T) {
 // The raw baselines of the drain rate: the same 100 000 messages (the same
 // shape: key, CloudEvents headers, traceparent, payload) sent by a bare
 // sarama AsyncProducer with the relay's producer settings
-// (broker.ProducerConfig), no database involved: streamed as fast as the
+// (testenv.ProducerConfig), no database involved: streamed as fast as the
 // producer takes them, and in batches of the relay's default size, each
 // batch's acks awaited before the next is sent (the relay's publish step on
 // its own). The relay's drain rate is read as a ratio to these.
@@ -96,7 +97,7 @@ func TestMeasureRawProducer(t *testing.T) {
 				e.OccurredAt = time.Now()
 				msgs[i] = e.ProducerMessage("/paylab/orders")
 			}
-			producer, err := sarama.NewAsyncProducer(testenv.Brokers(), broker.ProducerConfig("outbox-measure-raw"))
+			producer, err := sarama.NewAsyncProducer(testenv.Brokers(), testenv.ProducerConfig())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,12 +131,12 @@ func TestMeasureRawProducer(t *testing.T) {
 func TestMeasureCommitToKafkaLatency(t *testing.T) {
 	skipUnlessMeasuring(t)
 	const rate, duration = 200, 30 * time.Second
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 6)
 	ctx := longContext(t, 5*time.Minute)
 	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{})
 
-	consumer, err := sarama.NewConsumer(testenv.Brokers(), broker.Config("outbox-measure"))
+	consumer, err := sarama.NewConsumer(testenv.Brokers(), testenv.KafkaConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestMeasureCommitToKafkaLatency(t *testing.T) {
 		}()
 	}
 
-	committed, achieved := testenv.EnqueueAtRate(t, pool, rate, duration, func(i int) outbox.Event {
+	committed, achieved := enqueueAtRate(t, pool, rate, duration, func(i int) outbox.Event {
 		return event(topic, fmt.Sprintf("order-%06d", i), 1)
 	})
 	testenv.Eventually(t, time.Minute, "every event received", func() bool {
@@ -195,4 +196,48 @@ func TestMeasureCommitToKafkaLatency(t *testing.T) {
 	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))].Round(10 * time.Microsecond) }
 	t.Logf("MEASURE latency: %d events at %.0f/s (target %d/s) over %v: p50 %v p90 %v p99 %v max %v",
 		len(lat), achieved, rate, duration, q(0.50), q(0.90), q(0.99), lat[len(lat)-1].Round(10*time.Microsecond))
+}
+
+// enqueueAtRate commits one outbox event per tick, rate a second for
+// duration — an open model: four writers take the ticks, so a slow commit
+// does not lower the rate — each event built by build(i). It returns when
+// every write ended: each event's commit time by event id, and the rate
+// achieved.
+func enqueueAtRate(t testing.TB, pool *pgxpool.Pool, rate int, duration time.Duration, build func(i int) outbox.Event) (map[string]time.Time, float64) {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		mu        sync.Mutex
+		committed = map[string]time.Time{}
+		writers   sync.WaitGroup
+	)
+	ticks := make(chan int, rate)
+	for range 4 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := range ticks {
+				e := build(i)
+				if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.Enqueue(ctx, tx, e) }); err != nil {
+					t.Error(err)
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				committed[e.ID.String()] = now
+				mu.Unlock()
+			}
+		}()
+	}
+	ticker := time.NewTicker(time.Second / time.Duration(rate))
+	begin, n := time.Now(), 0
+	for time.Since(begin) < duration {
+		<-ticker.C
+		ticks <- n
+		n++
+	}
+	ticker.Stop()
+	close(ticks)
+	writers.Wait()
+	return committed, float64(n) / time.Since(begin).Seconds()
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // With NotifyAfterCommit, the writer's transaction sends no NOTIFY; the
@@ -17,7 +17,7 @@ import (
 // for it meanwhile.
 func TestNotifyAfterCommitLeavesTheNotificationToTheNotifier(t *testing.T) {
 	t.Parallel()
-	pool, dbURL := testenv.NewPool(t, "orders")
+	pool, dbURL := testenv.NewPool(t, migrate)
 	ctx := testenv.Context(t)
 	listener, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -100,7 +100,7 @@ func TestNotifyAfterCommitLeavesTheNotificationToTheNotifier(t *testing.T) {
 // NotifyAfterCommit as soon as the Notifier is told of the commit.
 func TestNotifierWakesTheRelay(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
 	cfg := outbox.Config{NotifyAfterCommit: true}

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -29,7 +29,7 @@ func testLogger(t *testing.T) *slog.Logger {
 func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 	t.Parallel()
 	const orders, perOrder = 2000, 10
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 6)
 	ctx := longContext(t, 5*time.Minute)
 
@@ -142,7 +142,7 @@ func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 // A reader that keeps an id cursor (the common bug) skips it for good.
 func TestLateCommitIsPublishedWhereAnIDCursorSkipsIt(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
 	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{PollInterval: 100 * time.Millisecond, Logger: testLogger(t)})
@@ -211,7 +211,7 @@ func TestLateCommitIsPublishedWhereAnIDCursorSkipsIt(t *testing.T) {
 // clock, in bounded statements, and nothing else.
 func TestRetentionDeletesOnlyOldDispatchedEvents(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	ctx := testenv.Context(t)
 	events := make([]outbox.Event, 7)
 	for i := range events {
@@ -264,7 +264,7 @@ func TestRetentionDeletesOnlyOldDispatchedEvents(t *testing.T) {
 // statements by name.
 func TestTwoStatementsPerBatch(t *testing.T) {
 	t.Parallel()
-	pool, dbURL := testenv.NewPool(t, "orders")
+	pool, dbURL := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 3)
 	ctx := longContext(t, 2*time.Minute)
 	seedOrders(t, ctx, pool, topic, 2000, 1)

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 func TestMigrationsRenderTheTableName(t *testing.T) {
@@ -55,7 +55,7 @@ func TestMigrationsRenderTheTableName(t *testing.T) {
 func TestCustomTable(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	cfg := outbox.Config{Table: "shop_outbox"}
 	for range 2 {
 		if err := outbox.Migrate(ctx, pool, cfg); err != nil {
@@ -119,7 +119,7 @@ func TestCustomTable(t *testing.T) {
 func TestUnorderedEvents(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	unordered1, unordered2 := event("t", "ord-u", 0), event("t", "ord-u", 0)
 	first, second := event("t", "ord-u", 1), event("t", "ord-u", 2)
 	enqueue(t, ctx, pool, unordered1, first, second, unordered2)

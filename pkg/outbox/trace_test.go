@@ -13,9 +13,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/paylab/paylab/internal/platform/broker"
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 func traceparent(sc trace.SpanContext) string {
@@ -29,7 +28,7 @@ func traceparent(sc trace.SpanContext) string {
 // its own, linked to every event's span.
 func TestRelayPublishesEachEventInAProducerSpanOfItsStoredTrace(t *testing.T) {
 	spans, tracer := testenv.RecordSpans(t)
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
 
@@ -111,7 +110,7 @@ func TestRelayPublishesEachEventInAProducerSpanOfItsStoredTrace(t *testing.T) {
 func TestRelayWithoutTracingForwardsTheStoredTraceContext(t *testing.T) {
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	t.Cleanup(func() { otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator()) })
-	pool, _ := testenv.NewPool(t, "orders")
+	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
 	e := event(topic, "order-1", 1)
@@ -142,7 +141,7 @@ func attrOf(kvs []attribute.KeyValue, key attribute.Key) string {
 // their traceparent headers by event id.
 func readTraceparents(t *testing.T, topic string, n int) map[string]string {
 	t.Helper()
-	consumer, err := sarama.NewConsumer(testenv.Brokers(), broker.Config("outbox-test-reader"))
+	consumer, err := sarama.NewConsumer(testenv.Brokers(), testenv.KafkaConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

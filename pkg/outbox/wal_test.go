@@ -15,12 +15,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/platform/migrate"
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
-// walSetup gives a test an orders database whose role may read replication
+// walSetup gives a test a database whose role may read replication
 // slots, a slot and publication of its own (created with SetupWAL, dropped
 // at cleanup after the test's relays stopped) and a topic. cfg carries the
 // slot's name.
@@ -32,8 +31,6 @@ type walFixture struct {
 	cfg   outbox.WALConfig
 }
 
-var grantReplication sync.Once
-
 func walSetup(t *testing.T, partitions int32) *walFixture {
 	t.Helper()
 	return walSetupAfter(t, partitions, nil)
@@ -43,48 +40,12 @@ func walSetup(t *testing.T, partitions int32) *walFixture {
 // before the slot is created.
 func walSetupAfter(t *testing.T, partitions int32, beforeSlot func(pool *pgxpool.Pool, topic string)) *walFixture {
 	t.Helper()
-	ctx := testenv.Context(t)
-	grantReplication.Do(func() {
-		conn, err := pgx.Connect(ctx, testenv.AdminURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(context.Background())
-		// The orders role streams the slot: it needs the REPLICATION attribute.
-		if _, err := conn.Exec(ctx, "ALTER ROLE orders REPLICATION"); err != nil {
-			t.Fatal(err)
-		}
-	})
-	pool, url := testenv.NewPool(t, "orders")
+	// The tests' role streams the slot: it has the REPLICATION attribute.
+	pool, url := testenv.NewPool(t, migrate)
 	return walFixtureOn(t, testenv.AdminURL(), pool, url, partitions, beforeSlot)
 }
 
-// walSetupPrivate is walSetup on a PostgreSQL server of the test's own, for
-// a test that changes server settings.
-func walSetupPrivate(t *testing.T, partitions int32) *walFixture {
-	t.Helper()
-	ctx := testenv.Context(t)
-	pg := testenv.StartPostgres(t)
-	db := migrate.Database{Name: "orders", Role: "orders", Password: "orders", Replication: true}
-	if err := migrate.Bootstrap(ctx, pg.AdminURL(), []migrate.Database{db}); err != nil {
-		t.Fatal(err)
-	}
-	url, err := migrate.URL(pg.AdminURL(), db.Name, db.Role, db.Password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrate.Up(ctx, url, "orders"); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return walFixtureOn(t, pg.AdminURL(), pool, url, partitions, nil)
-}
-
-// walFixtureOn completes a WAL fixture on the orders database that pool
+// walFixtureOn completes a WAL fixture on the database that pool
 // and url reach, on the server that adminURL administers.
 func walFixtureOn(t *testing.T, adminURL string, pool *pgxpool.Pool, url string, partitions int32, beforeSlot func(pool *pgxpool.Pool, topic string)) *walFixture {
 	t.Helper()
@@ -107,7 +68,7 @@ func walFixtureOn(t *testing.T, adminURL string, pool *pgxpool.Pool, url string,
 		CREATE FUNCTION outbox_deleted() RETURNS trigger LANGUAGE plpgsql AS
 			$$BEGIN INSERT INTO outbox_deleted VALUES (OLD.id); RETURN OLD; END$$;
 		CREATE TRIGGER outbox_deleted AFTER DELETE ON outbox FOR EACH ROW EXECUTE FUNCTION outbox_deleted();
-		GRANT SELECT, INSERT ON outbox_deleted TO orders`); err != nil {
+		GRANT SELECT, INSERT ON outbox_deleted TO `+pgx.Identifier{pool.Config().ConnConfig.User}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 	if beforeSlot != nil {
@@ -383,7 +344,7 @@ func TestWALRelayStandbyTakesOverFromAKilledReader(t *testing.T) {
 	ctx := longContext(t, 4*time.Minute)
 	ids := seedBacklog(t, ctx, f.pool, f.topic, "order", n, 100)
 
-	a := testenv.StartChild(t, "reader A", childRelayEnv+"=1", "RELAY_MODE=wal", "DATABASE_URL="+f.url,
+	a := startChild(t, "reader A", childRelayEnv+"=1", "RELAY_MODE=wal", "DATABASE_URL="+f.url,
 		"KAFKA_BROKERS="+testenv.Brokers()[0], "RELAY_ID=reader-a", "RELAY_BATCH_SIZE=500", "RELAY_LEASE_TTL=3s",
 		"RELAY_SLOT="+f.cfg.Slot, "RELAY_SOURCE=/paylab/orders/a")
 	testenv.Eventually(t, 2*time.Minute, "A to publish", func() bool { return dispatched(t, ctx, f.pool) > 0 })
@@ -396,7 +357,7 @@ func TestWALRelayStandbyTakesOverFromAKilledReader(t *testing.T) {
 	if got := metricValue(t, regB, "outbox_wal_active_reader"); got != 0 {
 		t.Fatalf("standby B reports active_reader %v while A reads", got)
 	}
-	a.Kill(t)
+	a.kill(t)
 	atKill := dispatched(t, ctx, f.pool)
 	if atKill == n {
 		t.Fatal("A drained the whole backlog before it was killed: the test shows nothing")

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // An event that fails on its own is held aside: the stream goes on with

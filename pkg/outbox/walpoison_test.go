@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // sendCounter wraps a Publisher and counts, per event id, the sends that

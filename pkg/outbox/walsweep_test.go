@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paylab/paylab/internal/testkit/testenv"
+	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
 )
 
 // An event the stream passes without carrying it (here: committed while
