@@ -48,6 +48,8 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 	if err != nil {
 		return txResult{}, err
 	}
+	// Released after the commit too (a second Release is a no-op): what
+	// follows the commit, naive mode's publish, holds no connection.
 	defer conn.Release()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -96,6 +98,7 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 	if err := tx.Commit(ctx); err != nil {
 		return txResult{}, fmt.Errorf("committing: %w", translate(err))
 	}
+	conn.Release()
 	if len(events) > 0 {
 		if err := s.write.afterCommit(ctx, op, events); err != nil {
 			return txResult{}, err
