@@ -167,7 +167,7 @@ chaos-wal: build $(MAILPIT) ## the quick chaos set with the relays streaming a r
 	@bin/paylab chaos run all --quick --relay-mode wal
 
 .PHONY: test-ha
-test-ha: ## the HA PostgreSQL test: a private Patroni cluster of three, its leader SIGKILLed, the synchronously committed row and a pgx pool on the new leader (about a minute; not in make test)
+test-ha: ## the HA PostgreSQL test: a private Patroni cluster of three, its leader SIGKILLed, the synchronously committed row and a pgx pool on the new leader, and the same crash losing an asynchronous commit (about 2 minutes; not in make test)
 	@PAYLAB_PG_HA=1 go test -count=1 -v -timeout 10m ./internal/testkit/pgha/
 
 .PHONY: compose-check
