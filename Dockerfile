@@ -6,8 +6,14 @@ FROM golang:1.26 AS build
 # go.mod's toolchain line names the patch release to build with; the go
 # command fetches it from the module proxy when the image's Go is older.
 ENV GOTOOLCHAIN=auto
+# The build uses paylab's go.mod alone, not the development workspace
+# (go.work): its replace directives point at the library modules in
+# pkg/outbox and pkg/inbox, whose go.mod files the download needs too.
+ENV GOWORK=off
 WORKDIR /src
 COPY go.mod go.sum ./
+COPY pkg/outbox/go.mod pkg/outbox/go.sum ./pkg/outbox/
+COPY pkg/inbox/go.mod pkg/inbox/go.sum ./pkg/inbox/
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \

@@ -7,7 +7,8 @@ toolchain go1.26.11
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/paylab/paylab v0.0.0
+	github.com/paylab/paylab/pkg/inbox v0.0.0-00010101000000-000000000000
+	github.com/paylab/paylab/pkg/outbox v0.0.0-00010101000000-000000000000
 	golang.org/x/sync v0.25.0
 )
 
@@ -50,4 +51,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/paylab/paylab => ../..
+// Until the libraries are tagged, they are built from this checkout.
+replace (
+	github.com/paylab/paylab/pkg/inbox => ../../pkg/inbox
+	github.com/paylab/paylab/pkg/outbox => ../../pkg/outbox
+)
