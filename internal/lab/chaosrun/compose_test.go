@@ -12,6 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/paylab/paylab/internal/platform/migrate"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 )
 
@@ -48,6 +49,11 @@ func standIn(t *testing.T, ctx context.Context) (*Deployment, map[string]string)
 			}
 		}
 	})
+	// The runtime roles the deployment connects as, as Env.Start creates
+	// them on a private server (paylab init does on the shared one).
+	if err := migrate.Bootstrap(ctx, e.adminURL, migrate.Defaults()); err != nil {
+		t.Fatal(err)
+	}
 	d, err := e.deploy(ctx, name, options{mode: "outbox", inboxEnabled: true, relays: 2, leaseTTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
