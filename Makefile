@@ -207,7 +207,3 @@ fuzz: env-up ## run every fuzz target of the orders API for FUZZTIME each (defau
 	    go test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./services/orders/internal/orderhttp/ || exit 1; \
 	  fi; \
 	done
-
-.PHONY: measure-relay
-measure-relay: env-up ## measure the outbox relay: drain rate of a 100k backlog, commit→Kafka latency at 200/s
-	@cd pkg/outbox && PAYLAB_MEASURE=1 go test -count=1 -v -timeout 30m -run '^TestMeasure' . | grep -E 'MEASURE|^(--- |ok|FAIL)'
