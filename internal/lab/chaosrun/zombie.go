@@ -15,11 +15,14 @@ import (
 // dispatched, or released — other than to claim it: each relay's sessions
 // carry its RELAY_ID as application_name, and lease_owner is that name. The
 // relays' own fence makes such a write impossible; the audit sees it when
-// the fence is off.
+// the fence is off. The trigger runs with its creator's rights (SECURITY
+// DEFINER): the relays' runtime role may not write the audit table, and an
+// audit that failed their UPDATE would hide the very write it looks for.
 const zombieAudit = `
 CREATE TABLE IF NOT EXISTS chaos_zombie_writes (
     id bigint, written_by text, holder text, at timestamptz DEFAULT clock_timestamp());
-CREATE OR REPLACE FUNCTION chaos_zombie_write() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION chaos_zombie_write() RETURNS trigger LANGUAGE plpgsql
+    SECURITY DEFINER SET search_path = public AS $$
 BEGIN
     IF OLD.lease_owner IS DISTINCT FROM current_setting('application_name')
        AND NEW.lease_owner IS DISTINCT FROM current_setting('application_name')
