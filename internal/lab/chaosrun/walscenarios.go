@@ -58,6 +58,27 @@ func superuserConn(ctx context.Context, c walControl, d *Deployment) (*pgx.Conn,
 	return conn, nil
 }
 
+// underWALLoad is how the slot and publication scenarios start: load of
+// seed, a relay streaming the slot, and a superuser connection to the
+// orders database. done closes the connection, then stops the load.
+func underWALLoad(ctx context.Context, d *Deployment, seed uint64) (c walControl, reader *Process, conn *pgx.Conn, done func(), err error) {
+	if c, err = walControlOf(d); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	stopLoad := keepLoad(ctx, d, seed)
+	if reader, err = awaitStreaming(ctx, d); err == nil {
+		conn, err = superuserConn(ctx, c, d)
+	}
+	if err != nil {
+		stopLoad()
+		return nil, nil, nil, nil, err
+	}
+	return c, reader, conn, func() {
+		conn.Close(context.WithoutCancel(ctx))
+		stopLoad()
+	}, nil
+}
+
 // awaitStreaming waits until a relay reads the slot and has published
 // some of the load, and returns it.
 func awaitStreaming(ctx context.Context, d *Deployment) (*Process, error) {
@@ -178,20 +199,11 @@ func (d *Deployment) swept(ctx context.Context) float64 {
 // slot again and hand over what the new slot cannot stream: everything
 // pending, and everything committed while no slot existed, is published.
 func walSlotDropped(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
-	c, err := walControlOf(d)
+	c, reader, conn, done, err := underWALLoad(ctx, d, 91)
 	if err != nil {
 		return "", 0, err
 	}
-	defer keepLoad(ctx, d, 91)()
-	reader, err := awaitStreaming(ctx, d)
-	if err != nil {
-		return "", 0, err
-	}
-	conn, err := superuserConn(ctx, c, d)
-	if err != nil {
-		return "", 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer done()
 	ready := watchReadiness(ctx, d.Relays)
 	defer ready.stop()
 	if err := dropSlotUnderReader(ctx, conn, c.walSlot()); err != nil {
@@ -243,20 +255,11 @@ func awaitSlot(ctx context.Context, conn *pgx.Conn, slot string, limit time.Dura
 // was committed in the gap, and what the old slot had streamed but the
 // reader not yet recorded, must still be published.
 func walSlotRecreated(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
-	c, err := walControlOf(d)
+	c, reader, conn, done, err := underWALLoad(ctx, d, 90)
 	if err != nil {
 		return "", 0, err
 	}
-	defer keepLoad(ctx, d, 90)()
-	reader, err := awaitStreaming(ctx, d)
-	if err != nil {
-		return "", 0, err
-	}
-	conn, err := superuserConn(ctx, c, d)
-	if err != nil {
-		return "", 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer done()
 	sweptBefore := d.swept(ctx)
 	_, wake, err := reader.freeze(d)
 	if err != nil {
@@ -307,20 +310,11 @@ const walDriftHold = 5 * time.Second
 // still be published. The note says whether the relays reported not ready
 // while the reader could not stream.
 func walPublicationDrift(ctx context.Context, d *Deployment, _ Sizes) (string, time.Duration, error) {
-	c, err := walControlOf(d)
+	_, reader, conn, done, err := underWALLoad(ctx, d, 89)
 	if err != nil {
 		return "", 0, err
 	}
-	defer keepLoad(ctx, d, 89)()
-	reader, err := awaitStreaming(ctx, d)
-	if err != nil {
-		return "", 0, err
-	}
-	conn, err := superuserConn(ctx, c, d)
-	if err != nil {
-		return "", 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer done()
 	var pubs []string
 	rows, err := conn.Query(ctx, `SELECT pubname FROM pg_publication_tables WHERE schemaname = 'public' AND tablename = 'outbox'`)
 	if err == nil {
