@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -79,27 +80,18 @@ func (p *Processor) Process(ctx context.Context, msg Message) (Outcome, error) {
 // when batching is safe); if anything in it fails, they are processed one
 // by one instead. It returns one Outcome per message.
 func (p *Processor) ProcessBatch(ctx context.Context, msgs []Message) ([]Outcome, error) {
-	for _, msg := range msgs {
-		if msg.ID == uuid.Nil {
-			out := make([]Outcome, len(msgs))
-			for i, msg := range msgs {
-				o, err := p.Process(ctx, msg)
-				if err != nil {
-					return nil, err
-				}
-				out[i] = o
-			}
-			return out, nil
-		}
+	if len(msgs) > 1 && !slices.ContainsFunc(msgs, func(m Message) bool { return m.ID == uuid.Nil }) {
+		return p.eng.deliverBatch(ctx, msgs)
 	}
-	if len(msgs) == 1 {
-		o, err := p.eng.deliver(ctx, msgs[0])
+	out := make([]Outcome, len(msgs))
+	for i, msg := range msgs {
+		o, err := p.Process(ctx, msg)
 		if err != nil {
 			return nil, err
 		}
-		return []Outcome{o}, nil
+		out[i] = o
 	}
-	return p.eng.deliverBatch(ctx, msgs)
+	return out, nil
 }
 
 // Sweep applies the parked events whose gap has filled. They are normally
