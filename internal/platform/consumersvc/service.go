@@ -132,7 +132,7 @@ type Server struct {
 // ends, then shuts the servers down with a deadline.
 func (s *Service) Run(ctx context.Context, adminLn net.Listener, extra ...Server) error {
 	checks := map[string]admin.Check{
-		"database": func(ctx context.Context) error { return s.Pool.Ping(ctx) },
+		"database": admin.Writable(s.Pool),
 		"kafka": func(context.Context) error {
 			if !s.Runner.Ready() {
 				return errors.New("not yet a member of the consumer group")

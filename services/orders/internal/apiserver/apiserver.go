@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 		RequestTimeout: cfg.RequestTimeout,
 	}
 	apiSrv := publicServer(cfg.HTTPAddr, orderhttp.Routes(app, log, metrics, sec), log)
-	adminRoutes := admin.Handler(reg, map[string]admin.Check{"database": pool.Ping})
+	adminRoutes := admin.Handler(reg, map[string]admin.Check{"database": admin.Writable(pool)})
 	docs, err := apidocs.Handler()
 	if err != nil {
 		return err

@@ -15,6 +15,9 @@ import (
 const (
 	pgUniqueViolation = "23505"
 	pgCheckViolation  = "23514"
+	// pgReadOnlyTransaction: the server is a replica, as the old leader is
+	// for a moment after a switchover; the new leader takes the retry.
+	pgReadOnlyTransaction = "25006"
 )
 
 // translate turns PostgreSQL errors into the application's errors, in one
@@ -44,8 +47,10 @@ func translate(err error) error {
 }
 
 // unavailable reports whether err means the database could not be reached or
-// is going away (restart, shutdown, connection lost), as opposed to a
-// statement it refused.
+// is going away (restart, shutdown, connection lost, failover: no leader, or
+// a member that no longer takes writes), as opposed to a statement it
+// refused. Serialization failures and deadlocks (40001, 40P01) are not: the
+// database is there, and the statement failed on its own.
 func unavailable(err error) bool {
 	var (
 		pgErr      *pgconn.PgError
@@ -56,7 +61,9 @@ func unavailable(err error) bool {
 	case errors.As(err, &pgErr):
 		// Class 08: connection exception; 57P01-03: admin shutdown, crash
 		// shutdown, cannot connect now; 53300: too many connections.
-		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300"
+		// 25006: read-only transaction, a member demoted under the pool.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") ||
+			pgErr.Code == "53300" || pgErr.Code == pgReadOnlyTransaction
 	case errors.As(err, &connectErr), errors.As(err, &netErr):
 		return true
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):

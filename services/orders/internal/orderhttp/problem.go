@@ -16,6 +16,9 @@ import (
 // ContentTypeProblem is the media type of error responses (RFC 9457).
 const ContentTypeProblem = "application/problem+json"
 
+// retryAfterUnavailable is the Retry-After (seconds) of every 503.
+const retryAfterUnavailable = "1"
+
 // Problem is an RFC 9457 problem details object with paylab's extensions: a
 // stable machine-readable code, the invalid fields, and the request id.
 type Problem struct {
@@ -148,6 +151,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 	}
 	w.Header().Set("Content-Type", ContentTypeProblem)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if p.Status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		// A database failover or restart takes seconds: a client that
+		// retries with the same Idempotency-Key after this many finds a
+		// leader or another 503, never a second payment.
+		w.Header().Set("Retry-After", retryAfterUnavailable)
+	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(append(body, '\n'))
 }

@@ -101,7 +101,7 @@ func Run(ctx context.Context, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	checks := map[string]admin.Check{
-		"database": func(ctx context.Context) error { return pool.Ping(ctx) },
+		"database": admin.Writable(pool),
 		"kafka":    kafkaCheck(client),
 	}
 	var runRelay func(context.Context) error
