@@ -54,6 +54,12 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return errors.Join(runErr, err)
 	}
+	// The table as Markdown next to the JSON; a complete full-size run is
+	// also the documentation's latest (results/bench-latest.md).
+	tables, err := bench.WriteMarkdown(path, rep, runErr == nil && rep.Sizes.Name == bench.Full.Name)
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -64,6 +70,9 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintln(out)
 		rep.Table(out)
 		fmt.Fprintf(out, "report: %s\n", path)
+		for _, t := range tables {
+			fmt.Fprintf(out, "table: %s\n", t)
+		}
 	}
 	return errors.Join(runErr, benchCharts(rep, path, cfg.Log))
 }
