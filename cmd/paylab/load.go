@@ -13,8 +13,9 @@ import (
 	"github.com/paylab/paylab/internal/lab/loadgen"
 )
 
-// runLoad: paylab load [--url U] [--rate R] [--count N] [--seed S] [--json],
-// with the API key in PAYLAB_API_KEY (every payment is its merchant's)
+// runLoad: paylab load [--url U] [--rate R] [--count N] [--seed S]
+// [--acknowledged FILE] [--json], with the API key in PAYLAB_API_KEY (every
+// payment is its merchant's)
 func runLoad(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -24,6 +25,7 @@ func runLoad(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&cfg.Count, "count", 1000, "payments in all")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of customers, merchants, amounts and currencies")
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Second, "per-request timeout")
+	ackFile := fs.String("acknowledged", "", "append the id of every order the API acknowledged (201) to this file, one a line, for paylab verify --acknowledged")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -35,7 +37,22 @@ func runLoad(ctx context.Context, args []string, out io.Writer) error {
 	if cfg.Keys.Default == "" {
 		return errors.New("load: PAYLAB_API_KEY must hold a merchant's API key (paylab init prints the demo key; paylab keys create makes one)")
 	}
+	var ack *loadgen.Acknowledged
+	if *ackFile != "" {
+		f, err := os.OpenFile(*ackFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("load: the acknowledged orders' file: %w", err)
+		}
+		defer f.Close()
+		ack = loadgen.NewAcknowledged(f)
+		cfg.OnCreated = ack.Add
+	}
 	rep, err := loadgen.Run(ctx, cfg)
+	if ack != nil {
+		if ferr := ack.Flush(); ferr != nil {
+			return fmt.Errorf("load: writing %s: %w", *ackFile, ferr)
+		}
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
