@@ -155,10 +155,6 @@ bench: env-up build ## measure each stage against a raw baseline, as ratios (abo
 bench-peers: env-up build ## make bench, plus Watermill and Debezium on the same PostgreSQL and Kafka and the drains of 100 000 and 1 000 000 events (about 40 minutes; needs Maven)
 	@bin/paylab bench --peers
 
-.PHONY: bench-consumers
-bench-consumers: env-up ## measure the ledger's consumer throughput on a pre-filled topic of 100 000 events (slow)
-	@PAYLAB_THROUGHPUT=1 go test -count=1 -timeout 90m -v -run '^TestThroughput$$' ./services/ledger/
-
 .PHONY: test
 test: lint env-up $(MAILPIT) ## lint (vet, generated code, staticcheck, govulncheck), then every test against the real stack
 	@echo "--- smoke: the stack is real"

@@ -54,6 +54,15 @@ func TestBenchQuick(t *testing.T) {
 		"B3": st.B3.PerSecond, "S3": st.S3.PerSecond, "S5 S2": st.S5.S2.PerSecond,
 		"S2 statements per batch": st.S2[0].Statements.PerBatch,
 	}
+	if len(st.S3Variants) != 3 {
+		t.Errorf("S3 variants %+v, want 3", st.S3Variants)
+	}
+	for _, v := range st.S3Variants {
+		positive["S3 "+v.Name] = v.PerSecond
+		if v.Events > rep.Sizes.Backlog {
+			t.Errorf("S3 %s applied %d events, more than the %d distinct ones", v.Name, v.Events, rep.Sizes.Backlog)
+		}
+	}
 	for _, r := range append(st.S4, st.S5.S4...) {
 		positive["S4 "+r.Mode+" payments"] = float64(r.Payments)
 		positive["S4 "+r.Mode+" p50"] = float64(r.Applied.P50)

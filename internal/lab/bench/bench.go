@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paylab/paylab/internal/platform/migrate"
+	"github.com/paylab/paylab/pkg/outbox"
 )
 
 // Run runs every stage, in order, and returns the report. A stage that
@@ -56,6 +57,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 
 	var (
 		one, three backlog
+		events     []outbox.Event // one's, before the relays drain it
 		peers      peerTools
 		watermill  writePeer
 	)
@@ -82,8 +84,8 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			three, err = e.newBacklog(ctx, "s2r3", "", s.Backlog)
 			return err
 		}},
-		{"B2 raw produce", func() error {
-			events, err := backlogEvents(ctx, one)
+		{"B2 raw produce", func() (err error) {
+			events, err = backlogEvents(ctx, one)
 			if err != nil {
 				return err
 			}
@@ -109,7 +111,11 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}},
 		{"B3 raw consume", func() (err error) { st.B3, err = e.rawConsume(ctx, one.topic, one.events); return err }},
 		{"S3 ledger", func() (err error) {
-			st.S3, err = e.ledgerConsume(ctx, one.topic, one.events, s.ConsumeWindow, s.MinOps)
+			st.S3, err = e.ledgerConsume(ctx, "s3", one.topic, one.events, s.ConsumeWindow, s.MinOps)
+			return err
+		}},
+		{"S3 variants", func() (err error) {
+			st.S3Variants, err = e.s3Variants(ctx, one.topic, events, s.ConsumeWindow, s.MinOps)
 			return err
 		}},
 		{"S4 end to end", func() (err error) { st.S4, err = e.endToEndBoth(ctx, "s4", "", "", e2eRate(st.S1), s); return err }},

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paylab/paylab/internal/platform/broker"
+	"github.com/paylab/paylab/pkg/outbox"
 )
 
 // ConsumeResult is B3 or S3: events consumed from the backlog's topic, over
@@ -104,12 +105,13 @@ func (h *countingHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim s
 
 // ledgerConsume is S3: the ledger (the binary, inbox on, default settings)
 // consumes the topic from the start into a fresh database until it has
-// processed every event, or for window after its first and at least minOps,
-// whichever is first.
-// The rate comes from the inbox: processed events over the span of their
-// processed_at (database clock), so the group's join is not part of it.
-func (e *env) ledgerConsume(ctx context.Context, topic string, n int, window time.Duration, minOps int) (ConsumeResult, error) {
-	dbURL, err := e.database(ctx, "s3", "ledger")
+// applied n events, or for window after its first and at least minOps,
+// whichever is first. env changes the ledger's settings (an S3 variant).
+// The rate comes from the journal: entries over the span of their
+// created_at (database clock), so the group's join is not part of it, and
+// the same count works with the inbox off.
+func (e *env) ledgerConsume(ctx context.Context, stage, topic string, n int, window time.Duration, minOps int, env ...string) (ConsumeResult, error) {
+	dbURL, err := e.database(ctx, stage, "ledger")
 	if err != nil {
 		return ConsumeResult{}, err
 	}
@@ -118,19 +120,19 @@ func (e *env) ledgerConsume(ctx context.Context, topic string, n int, window tim
 		return ConsumeResult{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	ledger, err := e.ledger(ctx, "s3-ledger", dbURL, topic)
+	ledger, err := e.ledger(ctx, stage+"-ledger", dbURL, topic, env...)
 	if err != nil {
 		return ConsumeResult{}, err
 	}
 	defer ledger.stop()
-	processed := func() (int, error) {
+	applied := func() (int, error) {
 		var c int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE status = 'processed'`).Scan(&c)
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM journal_entries`).Scan(&c)
 		return c, err
 	}
 	var deadline time.Time
 	for {
-		c, err := processed()
+		c, err := applied()
 		if err != nil {
 			return ConsumeResult{}, err
 		}
@@ -151,14 +153,58 @@ func (e *env) ledgerConsume(ctx context.Context, topic string, n int, window tim
 		count, failed int
 		span          float64
 	)
-	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'processed'),
-			count(*) FILTER (WHERE status = 'failed'),
-			COALESCE(EXTRACT(EPOCH FROM max(processed_at) - min(processed_at)), 0)::float8
-		FROM inbox`).Scan(&count, &failed, &span); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM journal_entries),
+			(SELECT count(*) FROM inbox WHERE status = 'failed'),
+			(SELECT COALESCE(EXTRACT(EPOCH FROM max(created_at) - min(created_at)), 0)::float8 FROM journal_entries)`).Scan(&count, &failed, &span); err != nil {
 		return ConsumeResult{}, err
 	}
 	if failed > 0 {
 		return ConsumeResult{}, fmt.Errorf("the ledger dead-lettered %d events (log: %s)", failed, ledger.LogPath)
 	}
 	return consumeResult(count, time.Duration(span*float64(time.Second))), nil
+}
+
+// S3Variant is S3 with one thing changed: a setting of the ledger, or the
+// topic's content.
+type S3Variant struct {
+	Name string `json:"name"`
+	ConsumeResult
+}
+
+// s3Variants runs the ledger again on the S3 topic with the inbox off and
+// with one event per transaction, and on a copy of the topic where every
+// fifth message repeats an earlier event (the inbox skips it, so the
+// journal holds each event once).
+func (e *env) s3Variants(ctx context.Context, topic string, events []outbox.Event, window time.Duration, minOps int) ([]S3Variant, error) {
+	n := len(events)
+	withDuplicates := make([]outbox.Event, 0, n+n/4)
+	for i, ev := range events {
+		withDuplicates = append(withDuplicates, ev)
+		if i%4 == 3 {
+			withDuplicates = append(withDuplicates, events[(i*7919)%(i+1)])
+		}
+	}
+	dupTopic, err := e.topic("s3dup")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := e.rawProduce(ctx, withDuplicates, dupTopic); err != nil {
+		return nil, fmt.Errorf("filling %s: %w", dupTopic, err)
+	}
+	var out []S3Variant
+	for _, v := range []struct {
+		name, stage, topic string
+		env                []string
+	}{
+		{"inbox off", "s3off", topic, []string{"INBOX_ENABLED=false"}},
+		{"inbox on, one event per transaction", "s3one", topic, []string{"INBOX_BATCH_SIZE=1"}},
+		{fmt.Sprintf("inbox on, %d of %d messages repeat an earlier event", len(withDuplicates)-n, len(withDuplicates)), "s3dup", dupTopic, nil},
+	} {
+		r, err := e.ledgerConsume(ctx, v.stage, v.topic, n, window, minOps, v.env...)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", v.name, err)
+		}
+		out = append(out, S3Variant{Name: v.name, ConsumeResult: r})
+	}
+	return out, nil
 }

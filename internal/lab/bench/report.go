@@ -29,9 +29,12 @@ type Stages struct {
 	S2 []DrainResult   `json:"s2_relay_drain"`
 	B3 ConsumeResult   `json:"b3_raw_consume"`
 	S3 ConsumeResult   `json:"s3_ledger_consume"`
-	S4 []E2EResult     `json:"s4_end_to_end"`
-	S5 Growth          `json:"s5_growth"`
-	P1 []PeerDrain     `json:"p1_peer_drains,omitempty"`
+	// S3Variants are S3 with the inbox off, one event per transaction, and
+	// duplicates on the topic.
+	S3Variants []S3Variant `json:"s3_variants,omitempty"`
+	S4         []E2EResult `json:"s4_end_to_end"`
+	S5         Growth      `json:"s5_growth"`
+	P1         []PeerDrain `json:"p1_peer_drains,omitempty"`
 	// Seconds is how long each stage took, setup included.
 	Seconds map[string]float64 `json:"stage_seconds"`
 }

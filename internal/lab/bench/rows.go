@@ -82,6 +82,10 @@ func rows(st Stages, s Sizes) []Row {
 		Baseline: "B3", Ratio: ratio(st.S3.PerSecond, st.B3.PerSecond), Target: fmt.Sprintf("≥ %.2f", targetConsume)}
 	s3.Verdict = verdict(s3.Ratio != nil && *s3.Ratio >= targetConsume)
 	out = append(out, s3)
+	for _, v := range st.S3Variants {
+		out = append(out, Row{Stage: "S3", What: "  " + v.Name, Figure: rate(v.PerSecond, "events/s"),
+			Baseline: "S3", Ratio: ratio(v.PerSecond, st.S3.PerSecond)})
+	}
 	for _, r := range st.S4 {
 		out = append(out, e2eRow("S4", "commit → ledger applied, "+r.Mode, r, nil))
 		p := r.Published
@@ -177,7 +181,7 @@ func notes(st Stages, s Sizes) []string {
 			relaysN(d.Relays), d.Statements.Total, d.Statements.ByName, d.Statements.Batches, d.Statements.ServerTransactions))
 	}
 	n = append(n,
-		"B3: a consumer group marking offsets as the inbox does, nothing else; S3: the ledger binary (inbox on, defaults) on the same topic, from its inbox's processed_at, for at most "+s.ConsumeWindow.String()+" of its run (longer until "+strconv.Itoa(s.MinOps)+" are processed).",
+		"B3: a consumer group marking offsets as the inbox does, nothing else; S3: the ledger binary (inbox on, defaults) on the same topic, for at most "+s.ConsumeWindow.String()+" of its run (longer until "+strconv.Itoa(s.MinOps)+" are processed), from its journal's created_at. Its variants change one thing each: INBOX_ENABLED=false, INBOX_BATCH_SIZE=1, or a copy of the topic where every fifth message repeats an earlier event (the rate counts events applied once).",
 		fmt.Sprintf("S4: the orders API and ledger binaries and one relay; payments at 50%% of S1's best rate (open model, paylab load) for %s; commit → applied = ledger journal entry created_at − outbox created_at, both on the database clock; polling only runs the relay with outbox.RelayConfig.PollOnly, on its %s poll.", s.E2EDuration, outbox.DefaultPollInterval),
 	)
 	for _, r := range st.S4 {

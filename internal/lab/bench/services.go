@@ -64,9 +64,9 @@ func (e *env) orders(ctx context.Context, name, dbURL, topic string, maxConns in
 // ledger starts the ledger consuming topic into the database at dbURL, with
 // the inbox on and the rest of its configuration at the defaults. It is
 // ready once it has joined its consumer group.
-func (e *env) ledger(ctx context.Context, name, dbURL, topic string) (*service, error) {
-	return e.start(ctx, name, "ledger", nil, "DATABASE_URL="+dbURL, "ORDERS_TOPIC="+topic,
-		"DEAD_LETTER_TOPIC="+topic+".dlq", "CONSUMER_GROUP="+e.group(name), "INBOX_ENABLED=true")
+func (e *env) ledger(ctx context.Context, name, dbURL, topic string, env ...string) (*service, error) {
+	return e.start(ctx, name, "ledger", nil, append([]string{"DATABASE_URL=" + dbURL, "ORDERS_TOPIC=" + topic,
+		"DEAD_LETTER_TOPIC=" + topic + ".dlq", "CONSUMER_GROUP=" + e.group(name), "INBOX_ENABLED=true"}, env...)...)
 }
 
 func (s *service) stop() { s.Stop(20 * time.Second) }
