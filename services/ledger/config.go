@@ -25,6 +25,9 @@ type config struct {
 	APIRateLimit   float64       `env:"API_RATE_LIMIT" envDefault:"200"`
 	APIRateBurst   int           `env:"API_RATE_BURST" envDefault:"400"`
 	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"10s"`
+	// DatabaseAcquireTimeout bounds a read's wait for a pooled connection,
+	// then 503, as the orders API's does.
+	DatabaseAcquireTimeout time.Duration `env:"DATABASE_ACQUIRE_TIMEOUT" envDefault:"2s"`
 }
 
 func loadConfig() (config, error) {
@@ -47,6 +50,8 @@ func (c config) validate() error {
 		return fmt.Errorf("configuration: API_RATE_BURST must be at least 1, got %d", c.APIRateBurst)
 	case c.RequestTimeout <= 0:
 		return fmt.Errorf("configuration: REQUEST_TIMEOUT must be positive, got %s", c.RequestTimeout)
+	case c.DatabaseAcquireTimeout <= 0:
+		return fmt.Errorf("configuration: DATABASE_ACQUIRE_TIMEOUT must be positive, got %s", c.DatabaseAcquireTimeout)
 	}
 	return nil
 }

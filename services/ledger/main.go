@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -90,9 +91,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, fault consumersvc.
 	}
 	defer s.Close()
 	sec := ledgerhttp.Security{
-		Keys:           apikey.NewAuthenticator(s.Pool, apikey.AuthConfig{TTL: cfg.APIKeyCacheTTL}),
+		// A key's lookup waits for a connection as a read does, and a
+		// second for its query.
+		Keys: apikey.NewAuthenticator(s.Pool, apikey.AuthConfig{TTL: cfg.APIKeyCacheTTL,
+			LookupTimeout: cfg.DatabaseAcquireTimeout + time.Second}),
 		Limiter:        apikey.NewLimiter(apikey.LimitConfig{Rate: cfg.APIRateLimit, Burst: cfg.APIRateBurst}),
 		RequestTimeout: cfg.RequestTimeout,
+		AcquireTimeout: cfg.DatabaseAcquireTimeout,
 	}
 	return s.Serve(ctx, consumersvc.Listener{Var: "HTTP_ADDR", Addr: cfg.HTTPAddr, Handler: ledgerhttp.Routes(s.Pool, log, sec)})
 }

@@ -3,9 +3,11 @@
 package ledgerhttp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -20,13 +22,22 @@ import (
 )
 
 // Security is how the read API admits requests: a merchant's API key
-// (Keys), within its rate (Limiter, nil: no limit) and a deadline per
-// request (RequestTimeout, 0: none).
+// (Keys), within its rate (Limiter, nil: no limit), a deadline per
+// request (RequestTimeout, 0: none) and the longest wait for a pooled
+// connection (AcquireTimeout, 0: DefaultAcquireTimeout).
 type Security struct {
 	Keys           *apikey.Authenticator
 	Limiter        *apikey.Limiter
 	RequestTimeout time.Duration
+	AcquireTimeout time.Duration
 }
+
+// DefaultAcquireTimeout is Security.AcquireTimeout's default, the orders
+// API's DATABASE_ACQUIRE_TIMEOUT.
+const DefaultAcquireTimeout = 2 * time.Second
+
+// errUnavailable: no pooled connection was free within the acquire timeout.
+var errUnavailable = errors.New("the ledger's database is unavailable")
 
 // Routes returns the read API:
 //
@@ -38,7 +49,7 @@ type Security struct {
 // unknown id). Errors, an unknown path or method included, are RFC 9457
 // problem documents with a stable code.
 func Routes(pool *pgxpool.Pool, log *slog.Logger, sec Security) http.Handler {
-	a := &api{q: ledgerdb.New(pool), log: log}
+	a := &api{pool: pool, acquireTimeout: cmp.Or(sec.AcquireTimeout, DefaultAcquireTimeout), log: log}
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		problem(w, r, http.StatusNotFound, "route_not_found", "the ledger's read API has no such path")
@@ -49,8 +60,8 @@ func Routes(pool *pgxpool.Pool, log *slog.Logger, sec Security) http.Handler {
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(deadline(sec.RequestTimeout), apikey.Authenticate(sec.Keys, a.refuse), sec.Limiter.Middleware(a.refuse))
-		r.Get("/v1/accounts/{id}", a.account)
-		r.Get("/v1/orders/{id}/entries", a.entries)
+		r.Get("/v1/accounts/{id}", a.withConn(a.account))
+		r.Get("/v1/orders/{id}/entries", a.withConn(a.entries))
 	})
 	return r
 }
@@ -94,8 +105,41 @@ func merchantAccount(r *http.Request) string {
 }
 
 type api struct {
-	q   *ledgerdb.Queries
-	log *slog.Logger
+	pool           *pgxpool.Pool
+	acquireTimeout time.Duration
+	log            *slog.Logger
+}
+
+// withConn runs h on one pooled connection, released when h returns. It
+// waits at most the acquire timeout for one: when a stuck database holds
+// every pooled connection (the consumer's included), reads fail fast with
+// 503 instead of piling up until their deadline.
+func (a *api) withConn(h func(http.ResponseWriter, *http.Request, *ledgerdb.Queries)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		conn, err := a.acquire(r.Context())
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		defer conn.Release()
+		h(w, r, ledgerdb.New(conn))
+	}
+}
+
+// acquire takes a connection from the pool within the acquire timeout; a
+// timeout is errUnavailable.
+func (a *api) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithTimeout(ctx, a.acquireTimeout)
+	defer cancel()
+	conn, err := a.pool.Acquire(actx)
+	switch {
+	case err == nil:
+		return conn, nil
+	case ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded):
+		return nil, errors.Join(errUnavailable, fmt.Errorf("no database connection free within %s: %w", a.acquireTimeout, err))
+	default:
+		return nil, fmt.Errorf("acquiring a database connection: %w", err)
+	}
 }
 
 // Balance is an account's balance in one currency, in minor units.
@@ -134,13 +178,13 @@ type Entries struct {
 	Entries []Entry `json:"entries"`
 }
 
-func (a *api) account(w http.ResponseWriter, r *http.Request) {
+func (a *api) account(w http.ResponseWriter, r *http.Request, q *ledgerdb.Queries) {
 	id := chi.URLParam(r, "id")
 	if id != merchantAccount(r) {
 		problem(w, r, http.StatusNotFound, "account_not_found", "no account "+id)
 		return
 	}
-	acc, err := a.q.Account(r.Context(), id)
+	acc, err := q.Account(r.Context(), id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		problem(w, r, http.StatusNotFound, "account_not_found", "no account "+id)
 		return
@@ -149,7 +193,7 @@ func (a *api) account(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	rows, err := a.q.AccountBalances(r.Context(), id)
+	rows, err := q.AccountBalances(r.Context(), id)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -161,16 +205,16 @@ func (a *api) account(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (a *api) entries(w http.ResponseWriter, r *http.Request) {
+func (a *api) entries(w http.ResponseWriter, r *http.Request, q *ledgerdb.Queries) {
 	id := chi.URLParam(r, "id")
-	owner, err := a.q.OrderMerchant(r.Context(), id)
+	owner, err := q.OrderMerchant(r.Context(), id)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		a.fail(w, r, err)
 		return
 	}
 	var entries []ledgerdb.JournalEntry
 	if err == nil && owner == merchantAccount(r) {
-		if entries, err = a.q.OrderEntries(r.Context(), id); err != nil {
+		if entries, err = q.OrderEntries(r.Context(), id); err != nil {
 			a.fail(w, r, err)
 			return
 		}
@@ -179,7 +223,7 @@ func (a *api) entries(w http.ResponseWriter, r *http.Request) {
 		problem(w, r, http.StatusNotFound, "order_not_found", "no journal entries for order "+id)
 		return
 	}
-	postings, err := a.q.OrderPostings(r.Context(), id)
+	postings, err := q.OrderPostings(r.Context(), id)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -202,6 +246,10 @@ func (a *api) entries(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	a.log.ErrorContext(r.Context(), "ledger read", "path", r.URL.Path, "error", err)
+	if errors.Is(err, errUnavailable) {
+		problem(w, r, http.StatusServiceUnavailable, "database_unavailable", "no connection to the ledger's database was free in time; retry")
+		return
+	}
 	problem(w, r, http.StatusInternalServerError, "internal", "the ledger could not be read")
 }
 
