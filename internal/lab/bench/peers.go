@@ -15,7 +15,8 @@ import (
 // paylab's polling relay, paylab's WAL relay, Debezium, Watermill — each on
 // a fresh database and topic of the same PostgreSQL and Kafka, seeded in
 // peerTransactions equal transactions the way each is written, rounds
-// alternating who goes first, the median reported.
+// alternating who goes first, the median and the spread reported. paylab's
+// relays are the orders binary's relay command, started as a user starts it.
 
 // The contenders of P1.
 const (
@@ -33,14 +34,17 @@ const peerTransactions = 100
 // hour.
 const watermillMaxBacklog = 100_000
 
-// bigBacklog is the size from which a backlog is drained once, not
-// Sizes.Rounds times.
+// bigBacklog is the size from which paylab's target against Debezium is
+// the higher one.
 const bigBacklog = 1_000_000
 
-// PeerDrain is one contender's drain of one backlog (the median round).
+// PeerDrain is one contender's drain of one backlog: the median round, and
+// the slowest and fastest rounds' rates.
 type PeerDrain struct {
-	Contender string `json:"contender"`
-	Rounds    int    `json:"rounds"`
+	Contender    string  `json:"contender"`
+	Rounds       int     `json:"rounds"`
+	MinPerSecond float64 `json:"min_per_second"`
+	MaxPerSecond float64 `json:"max_per_second"`
 	DrainResult
 }
 
@@ -84,9 +88,6 @@ func (e *env) peerDrains(ctx context.Context, t peerTools, s Sizes) ([]PeerDrain
 			contenders = append(contenders, drainWatermill)
 		}
 		rounds := s.Rounds
-		if n >= bigBacklog {
-			rounds = 1
-		}
 		results := map[string][]DrainResult{}
 		for round := range rounds {
 			for i := range contenders {
@@ -100,7 +101,10 @@ func (e *env) peerDrains(ctx context.Context, t peerTools, s Sizes) ([]PeerDrain
 			}
 		}
 		for _, name := range contenders {
-			out = append(out, PeerDrain{Contender: name, Rounds: rounds, DrainResult: median(results[name], func(r DrainResult) float64 { return r.PerSecond })})
+			rate := func(r DrainResult) float64 { return r.PerSecond }
+			d := PeerDrain{Contender: name, Rounds: rounds, DrainResult: median(results[name], rate)}
+			d.MinPerSecond, d.MaxPerSecond = rate(slices.MinFunc(results[name], byRate)), rate(slices.MaxFunc(results[name], byRate))
+			out = append(out, d)
 		}
 	}
 	return out, nil
@@ -110,13 +114,9 @@ func (e *env) peerDrains(ctx context.Context, t peerTools, s Sizes) ([]PeerDrain
 func (e *env) peerDrain(ctx context.Context, t peerTools, name string, n, txs int) (DrainResult, error) {
 	switch name {
 	case drainPoll:
-		b, err := e.newBacklogTx(ctx, "p1poll"+randomHex(2), "", n, txs)
-		if err != nil {
-			return DrainResult{}, err
-		}
-		return e.drain(ctx, b, 1)
+		return e.relayBinaryDrain(ctx, "poll", n, txs)
 	case drainWAL:
-		return e.drainWAL(ctx, n, txs)
+		return e.relayBinaryDrain(ctx, "wal", n, txs)
 	case drainDebezium:
 		return e.debeziumDrain(ctx, t.debezium, n, txs)
 	case drainWatermill:
@@ -124,6 +124,8 @@ func (e *env) peerDrain(ctx context.Context, t peerTools, name string, n, txs in
 	}
 	return DrainResult{}, fmt.Errorf("unknown contender %q", name)
 }
+
+func byRate(a, b DrainResult) int { return cmp.Compare(a.PerSecond, b.PerSecond) }
 
 // median is the round with the median throughput (rate).
 func median[T any](rounds []T, rate func(T) float64) T {
