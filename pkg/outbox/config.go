@@ -170,6 +170,12 @@ type WALConfig struct {
 	// and their WAL (which the slot then decodes too), and more than doubles
 	// PostgreSQL's CPU per event. Parked events are kept either way.
 	KeepDispatched bool
+	// StandbyGuard is whether the relay waits, before it publishes a
+	// streamed transaction, until every synchronous standby has flushed its
+	// commit, so that no failover leaves its events published and the
+	// transaction gone (see StandbyGuard). Default StandbyGuardAuto: while
+	// the server has synchronous standbys.
+	StandbyGuard StandbyGuard
 	// BatchSize is how many streamed events one publish round holds.
 	// Default DefaultWALBatchSize.
 	BatchSize int
@@ -356,7 +362,9 @@ func (c Config) Validate() error {
 func (c RelayConfig) Validate() error { return c.relay().validate() }
 
 // Validate reports every setting that cannot work, after defaults.
-func (c WALConfig) Validate() error { return c.relay().validate() }
+func (c WALConfig) Validate() error {
+	return errors.Join(c.relay().validate(), c.StandbyGuard.validate())
+}
 
 // validate reports every setting of c (after defaults) that cannot work.
 func (c relayConfig) validate() error {

@@ -32,8 +32,9 @@ type WALRelay struct {
 	*relayCore
 	repl   *pgconn.Config
 	wal    walMetrics
-	health readerHealth // what Ready reports
-	held   heldSet      // events held aside for a retry (walheld.go)
+	health readerHealth  // what Ready reports
+	held   heldSet       // events held aside for a retry (walheld.go)
+	guard  *standbyGuard // holds batches until the synchronous standbys have them (walguard.go)
 }
 
 // walMetrics are the WAL relay's own metrics, next to the polling relay's.
@@ -90,12 +91,16 @@ func NewWALRelay(pool *pgxpool.Pool, replURL string, pub Publisher, cfg WALConfi
 		invisibleWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: p + "invisible_commit_waits_total",
 			Help: "Batches recorded only after waiting for their streamed commits to become visible (a commit is streamed once flushed, visible a moment later, or after synchronous standbys confirmed it)."}),
 	}
-	for _, c := range append(m.slot.collectors(), m.active, m.reconnects, m.takeovers, m.invisibleWaits, m.swept, m.fallback) {
+	if err := cfg.StandbyGuard.validate(); err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	guard := newStandbyGuard(cfg.StandbyGuard, p, core.log, readStandbys(pool))
+	for _, c := range append(append(m.slot.collectors(), m.active, m.reconnects, m.takeovers, m.invisibleWaits, m.swept, m.fallback), guard.collectors()...) {
 		if err := rc.Registerer.Register(c); err != nil {
 			return nil, fmt.Errorf("outbox: registering WAL relay metrics: %w", err)
 		}
 	}
-	return &WALRelay{relayCore: core, repl: repl, wal: m}, nil
+	return &WALRelay{relayCore: core, repl: repl, wal: m, guard: guard}, nil
 }
 
 // ID is the relay's name in the reader lease.

@@ -396,6 +396,9 @@ func (r *WALRelay) handover(ctx, lctx context.Context, maxID int64, before time.
 			events[i] = walEventFromHandover(x)
 		}
 		r.metrics.batchSize.Observe(float64(len(events)))
+		if err := r.guard.wait(lctx, ctx, 0, true); err != nil {
+			return err
+		}
 		if err := r.resolve(lctx, ctx, events, parked); err != nil {
 			return err
 		}

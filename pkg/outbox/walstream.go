@@ -22,6 +22,10 @@ import (
 type walBatch struct {
 	events []walEvent
 	endLSN pglogrepl.LSN // end of the last transaction completed in this batch; 0 if none
+	// open: the batch may hold events whose commit position is not known —
+	// of a transaction still being streamed, or read from the table — so
+	// the standby guard waits for the primary's WAL end instead.
+	open bool
 }
 
 const (
@@ -238,7 +242,17 @@ func (r *WALRelay) stream(ctx, lctx context.Context, rs *readerState) (err error
 			if b == nil {
 				continue
 			}
-			if err := r.resolve(lctx, drain, b.events, parked); err != nil {
+			// No phantoms: the events go once the synchronous standbys
+			// have their commits (walguard.go). The reader meanwhile reads
+			// on and keeps reporting its (unchanged) confirmed position.
+			var err error
+			if len(b.events) > 0 {
+				err = r.guard.wait(lctx, drain, b.endLSN, b.open)
+			}
+			if err == nil {
+				err = r.resolve(lctx, drain, b.events, parked)
+			}
+			if err != nil {
 				pubErr = err
 				stopReading()
 				for range pubCh { //nolint:revive // discard what the reader still hands over
@@ -361,6 +375,7 @@ func (rd *walReader) pending() bool { return len(rd.batch.events) > 0 || rd.batc
 // the batch was kept.
 func (rd *walReader) handoff(block bool) bool {
 	b := rd.batch
+	b.open = b.open || rd.inTx
 	rd.inflight.Add(1)
 	if !block {
 		select {

@@ -53,7 +53,7 @@ func (rd *walReader) sweep() error {
 			if rd.pending() && !rd.handoff(true) {
 				return nil
 			}
-			rd.batch = &walBatch{events: events}
+			rd.batch = &walBatch{events: events, open: true}
 			if !rd.handoff(true) {
 				return nil
 			}
