@@ -273,13 +273,14 @@ func (w WAL) names() (slot, publication, role string) {
 // roles (a superuser).
 //
 // wal: the relay role gets REPLICATION (the replication slot needs it) and
+// pg_read_all_stats (the standby guard reads pg_stat_replication), and
 // the owner creates the publication the WAL relay streams, which the relay
 // role, owning no table, could not.
 //
-// poll: the relay role loses REPLICATION, and the WAL relay's slot and
-// publication go, with any session still streaming the slot: the polling
-// relays cannot drop them any more, and a slot nobody reads keeps the
-// server's WAL from its position on. Stop the WAL relays first; one still
+// poll: the relay role loses REPLICATION and pg_read_all_stats, and the
+// WAL relay's slot and publication go, with any session still streaming the
+// slot: the polling relays cannot drop them any more, and a slot nobody
+// reads keeps the server's WAL from its position on. Stop the WAL relays first; one still
 // running can no longer open a replication connection.
 func SetRelayMode(ctx context.Context, adminURL, ownerURL, mode string, wal WAL) error {
 	slot, publication, relay := wal.names()
@@ -303,6 +304,12 @@ func SetRelayMode(ctx context.Context, adminURL, ownerURL, mode string, wal WAL)
 		if err := GrantReplication(ctx, admin, relay); err != nil {
 			return err
 		}
+		// The WAL relay's standby guard reads the synchronous standbys'
+		// flush positions, which pg_stat_replication shows only to roles
+		// with pg_read_all_stats (docs/wal-relay.md, "Standby guard").
+		if _, err := admin.Exec(ctx, "GRANT pg_read_all_stats TO "+role); err != nil {
+			return fmt.Errorf("granting pg_read_all_stats to %s: %w", relay, err)
+		}
 		var exists bool
 		if err := owner.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", publication).Scan(&exists); err != nil {
 			return fmt.Errorf("looking up publication %s: %w", publication, err)
@@ -316,6 +323,9 @@ func SetRelayMode(ctx context.Context, adminURL, ownerURL, mode string, wal WAL)
 	}
 	if _, err := admin.Exec(ctx, "ALTER ROLE "+role+" NOREPLICATION"); err != nil {
 		return fmt.Errorf("revoking REPLICATION from %s: %w", relay, err)
+	}
+	if _, err := admin.Exec(ctx, "REVOKE pg_read_all_stats FROM "+role); err != nil {
+		return fmt.Errorf("revoking pg_read_all_stats from %s: %w", relay, err)
 	}
 	// The slot, on the owner's connection (current_database()), dropped
 	// by the superuser: a streaming session is ended first.

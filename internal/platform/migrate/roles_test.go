@@ -292,6 +292,20 @@ func TestSetRelayMode(t *testing.T) {
 		return err
 	}
 
+	// The standby guard's reading of pg_stat_replication needs pg_read_all_stats.
+	readsStats := func() bool {
+		c, err := pgx.Connect(ctx, relayURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		var ok bool
+		if err := c.QueryRow(ctx, "SELECT pg_has_role('pg_read_all_stats', 'USAGE')").Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
 	if err := createSlot(); pgCode(err) != "42501" {
 		t.Fatalf("before WAL mode the relay role created a slot: %v, want permission denied", err)
 	}
@@ -303,6 +317,9 @@ func TestSetRelayMode(t *testing.T) {
 	}
 	if err := createSlot(); err != nil {
 		t.Fatalf("in WAL mode the relay role creates its slot: %v", err)
+	}
+	if !readsStats() {
+		t.Fatal("in WAL mode the relay role cannot see the standbys' positions (pg_read_all_stats)")
 	}
 	// A session streaming the slot, as a WAL relay would.
 	stream, err := pgconn.Connect(ctx, relayURL+"&replication=database")
@@ -331,6 +348,9 @@ func TestSetRelayMode(t *testing.T) {
 	}
 	if err := createSlot(); pgCode(err) != "42501" {
 		t.Errorf("after leaving WAL mode the relay role created a slot: %v, want permission denied", err)
+	}
+	if readsStats() {
+		t.Error("after leaving WAL mode the relay role still has pg_read_all_stats")
 	}
 	if err := migrate.SetRelayMode(ctx, admin, dbURL, "stream", wal); err == nil {
 		t.Error("relay mode stream accepted")
