@@ -99,6 +99,7 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 		return err
 	}
 	adminRoutes.Get(apidocs.Route, docs)
+	admin.MountProfiling(adminRoutes, cfg.Profiling)
 	if err := chaos.Mount(adminRoutes, chaos.Default, cfg.ChaosEnabled, cfg.ChaosToken); err != nil {
 		return err
 	}

@@ -53,6 +53,8 @@ type API struct {
 	// admin listener, guarded by the bearer token ChaosToken.
 	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
 	ChaosToken   string `env:"CHAOS_TOKEN" redact:"value"`
+	// Profiling serves Go's profiles on the admin listener (/debug/pprof/).
+	Profiling bool `env:"ADMIN_PPROF" envDefault:"false"`
 }
 
 // MinIdempotencyRetention is the shortest IDEMPOTENCY_RETENTION allowed.

@@ -54,6 +54,8 @@ type Config struct {
 	LeaseFencing bool   `env:"RELAY_LEASE_FENCING" envDefault:"true"`
 	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
 	ChaosToken   string `env:"CHAOS_TOKEN" redact:"value"`
+	// Profiling serves Go's profiles on the admin listener (/debug/pprof/).
+	Profiling bool `env:"ADMIN_PPROF" envDefault:"false"`
 }
 
 // LoadConfig reads the configuration from environ (as os.Environ gives it,

@@ -43,6 +43,7 @@
 //	RELAY_LEASE_FENCING       false: Unsafe.UnfencedComplete, record outcomes of rows whose lease moved on; only to show the zombie case (true)
 //	CHAOS_ENABLED             mount /chaos/faults and /chaos/kill (false)
 //	CHAOS_TOKEN               bearer token for /chaos, at least 16 characters (none)
+//	ADMIN_PPROF               true: Go's profiles on the admin listener, /debug/pprof/ (false)
 //	OTEL_EXPORTER_OTLP_ENDPOINT  export traces over OTLP/HTTP (unset: none); OTEL_* apply
 //
 // On SIGTERM the batch in flight is finished (within its publish budget,
@@ -127,6 +128,7 @@ func Run(ctx context.Context, log *slog.Logger) error {
 	}
 
 	router := admin.Handler(reg, checks)
+	admin.MountProfiling(router, cfg.Profiling)
 	if err := chaos.Mount(router, chaos.Default, cfg.ChaosEnabled, cfg.ChaosToken); err != nil {
 		return err
 	}
