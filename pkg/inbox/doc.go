@@ -1,81 +1,95 @@
 // Package inbox implements the inbox: the receiving half of effectively-once
-// event processing, for events delivered at least once by Kafka.
+// event processing, for events delivered at least once.
 //
-// A Runner consumes a topic in a sarama consumer group. For each message it
-// decodes the CloudEvents binary-mode headers (ce_id, ce_type, ce_subject,
-// ce_sequence, …; docs/events.md) and, in ONE database transaction:
+// Each consumed event is recorded under its unique id in a table of the
+// consumer's database, in the same transaction as its effect: a redelivered
+// event hits the id and is skipped, and an aggregate's events are applied in
+// their sequence (package outbox's Event.Sequence), whatever order they
+// arrive in. Events come from a Kafka consumer group (Runner) or from any
+// other source (Processor).
 //
-//  1. records the event under its id: INSERT … ON CONFLICT DO NOTHING, so a
-//     redelivery affects no row, is counted as a duplicate and skipped;
-//  2. runs the Handler registered for its type, which writes its effect with
-//     the same transaction (Handler receives the pgx.Tx);
-//  3. marks the inbox row processed.
+// This is the usage guide. GUARANTEES.md, next to this file in the module,
+// says what the inbox guarantees and how each guarantee is kept (the one
+// transaction, batches, ordering, poison messages, retention), and holds the
+// SQL an operator runs against its tables.
 //
-// Only after that commit is the Kafka offset marked (sarama's auto-commit
-// commits marked offsets every second and when the Runner stops). A crash at
-// any point before the mark re-delivers the message; the inbox absorbs it.
+// # Create the tables
+//
+// The package owns its tables. Its migrations ship inside it
+// (migrations/*.sql, embedded): Migrations(table) returns them rendered for
+// a table name, in version order, for your own migration tool, and
+// Migrate(ctx, pool, cfg) applies them for callers without one.
+// Config.Table names the inbox table (default "inbox"); the applied
+// sequences live in <Table>_sequences and index names derive from it too.
+// The metric names (Config.MetricPrefix) start with the table's name
+// unless set.
+//
+// # Consume a topic
+//
+// NewRunner(pool, cfg) and Run(ctx): the Runner joins cfg.Group on
+// cfg.Topic and, for each message, decodes its CloudEvents binary-mode
+// headers (ce_id, ce_type, ce_subject, ce_sequence, …), records it, runs the
+// Handler registered for its type in cfg.Handlers with the same transaction,
+// marks it processed, commits, and only then marks the Kafka offset.
+//
+//	r, err := inbox.NewRunner(pool, inbox.Config{
+//		Table: "shop_inbox", Brokers: brokers, Topic: "cart-events", Group: "billing",
+//		Handlers: map[string]inbox.Handler{"CartCheckedOut": billCart},
+//	})
+//	err = r.Run(ctx)
+//
+// A Handler writes its effect with the transaction it is given (pgx.Tx) and
+// nothing else: its writes and the inbox's mark commit or roll back together.
+// Return Permanent(err) for an event that can never succeed (it is
+// dead-lettered at once; IsPermanent tells); any other error is retried with
+// backoff, up to MaxAttempts.
 //
 // # Batches
 //
 // With Config.BatchSize > 1 the messages of a partition that are already
-// waiting are processed together in ONE transaction with a fixed number of
-// statements, whatever their count: one INSERT … SELECT unnest(…) ON
-// CONFLICT DO NOTHING RETURNING records them all (already as processed, so
-// no row is written twice), one upsert locks their aggregates' sequences in
-// sorted order, the handlers run (a BatchHandler writes the whole run's
-// effects in a few statements), and one UPDATE advances the sequences. The
-// outcome of every message is exactly what it would be one at a time. The
-// offsets are marked after the commit; a crash before it rolls the whole
-// batch back and Kafka re-delivers it, and a failing batch is rolled back and
-// retried message by message, so a poison message costs its batch one wasted
-// attempt.
+// waiting are processed together in one transaction with a fixed number of
+// statements; with Config.BatchHandler the effects of a whole run are
+// written at once too. The outcome of every message is what it would be one
+// at a time, and a failing batch is retried message by message. Batch only
+// when handlers take the row locks they share with other partitions' batches
+// in one consistent order, and have no side effect outside the transaction.
 //
-// # Inline, not a worker
+// # Other sources
 //
-// Processing is inline, in the partition's claim goroutine, rather than
-// recorded first and handed to a separate inbox worker. One transaction then
-// holds the dedupe, the effect and the mark, there is no second queue to
-// poll, and a partition's order is kept for free. A slow handler slows its
-// own partition only: the claim watches the session's context, so a
-// rebalance never waits on retries (a cut-short message keeps its offset
-// unmarked and is delivered again), and sarama's heartbeats run apart from
-// processing, so a slow handler does not get the member evicted.
+// NewProcessor runs the same steps on messages from any source (a queue
+// other than Kafka, a webhook, a consumer of your own): build a Message
+// (Decode does it for a sarama message), Process or ProcessBatch it, then
+// acknowledge it to its source once an Outcome is returned; call Sweep every
+// few seconds; a DeadLetterFunc of your own receives the poison messages. The
+// Runner is a Processor fed by a consumer group.
 //
-// # Ordering
-//
-// The sequence contract is the one of outbox.Event.Sequence. Events
-// carrying a sequence (ce_sequence ≥ 1, with the aggregate id in
-// ce_subject) are applied strictly in sequence per aggregate; the highest
-// applied sequence is kept in <Table>_sequences. An event that arrives early (a
-// refund before its capture, e.g. published by another relay) is recorded
-// with status received — parked — and its offset is marked: the partition
-// keeps moving. When the missing event is applied, the parked ones behind it
-// are applied in order, each in its own transaction; a periodic sweep does the
-// same after a crash. An event whose sequence was already applied is a
-// duplicate. Events without a sequence (Message.Sequence 0: unordered) are
-// applied as they come; a ce_sequence below 1 is undecodable.
-//
-// # Poison messages
+// # Poison messages and re-drive
 //
 // A message that cannot be decoded, has a type without a handler, is
-// rejected by its handler (Permanent), or fails MaxAttempts times (with
-// exponential backoff, inside the claim) is published to the dead-letter
-// topic with the reason and its origin in headers (HeaderDLQReason, …) and
-// recorded with status failed; the offset is then marked and the partition
-// moves on. Errors of the inbox's own database work are not poison: they are
-// retried until they succeed or the session ends. Redrive re-processes a
-// failed event once an operator has fixed the cause. Later events of the same
-// aggregate stay parked behind a failed one until it is re-driven: they are
-// never applied out of order.
+// rejected by its handler (Permanent), or fails MaxAttempts times is
+// dead-lettered — the Runner publishes it to Config.DeadLetterTopic (default
+// Topic + ".dlq") with the reason and its origin in headers
+// (HeaderDLQReason, …) — and recorded as failed; the partition moves on.
+// Later events of its aggregate stay parked behind it. Redrive re-processes a
+// failed event once the cause is fixed.
 //
-// # Retention
+// # Configuration
 //
-// Processed rows are deleted after Config.Retention (default 14 days), in bounded batches
-// (Prune). The window must exceed the longest replay horizon (Kafka's log
-// retention, and any offset reset an operator might do): a duplicate
-// delivered after its row was pruned would not be recognised by its id.
-// Sequenced events are still caught by their aggregate's applied sequence,
-// which is kept.
+// Every zero field of Config takes the default documented on it; invalid
+// fields are reported together. Besides the Kafka settings (Brokers, Topic,
+// Group, Sarama, ProducerSarama) and the handlers: MaxAttempts,
+// RetryBackoff, RetryMaxBackoff and HandlerTimeout (retries of a failing
+// handler); Retention, RetentionInterval and RetentionBatch (how long
+// processed rows are kept: longer than the longest replay horizon, such as
+// Kafka's retention, or an old duplicate is not recognised by its id; Prune
+// runs it by hand); SweepInterval (the safety net for parked events);
+// Logger and Registerer. AfterCommit is a step boundary for fault injection
+// and tests.
+//
+// Unsafe holds the switches that break a guarantee: Unsafe.Disabled runs
+// each delivery's handler with no inbox at all, to demonstrate that
+// duplicates then produce duplicate effects. Production code leaves it
+// unset.
 //
 // # Tracing
 //
@@ -88,30 +102,6 @@
 // the handler's own spans nest under it. A parked event applied later gets a
 // span of its own (AttrDrained), a child of the context stored with it. The
 // tracer is named TracerName.
-//
-// # Other sources
-//
-// NewProcessor runs the same steps on messages from any source (a queue
-// other than Kafka, a webhook, a consumer of your own): Process or
-// ProcessBatch each message, then acknowledge it to its source; Sweep every
-// few seconds; a DeadLetterFunc of your own receives the poison messages.
-// The Runner is a Processor fed by a consumer group.
-//
-// # Turning it off
-//
-// Config.Unsafe.Disabled runs each delivery's handler with no inbox at all. It
-// exists only to demonstrate that duplicates then produce duplicate effects.
-//
-// # Schema and configuration
-//
-// The package owns its tables. Its migrations ship inside it
-// (migrations/*.sql, embedded): Migrations(table) returns them rendered for
-// a table name, in version order, for the caller's own migration tool, and
-// Migrate(ctx, pool, cfg) applies them for callers without one.
-// Config.Table names the inbox table (default "inbox"); the applied
-// sequences live in <Table>_sequences and index names derive from it too.
-// The metric names (Config.MetricPrefix) start with the table's name
-// unless set.
 //
 // # Metrics
 //

@@ -1,7 +1,6 @@
 package deploycheck
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,20 +18,12 @@ import (
 // published: anyone could use it, so nothing may offer it as a default.
 const knownToken = "change-me-chaos-token"
 
-// loadEveryProfile loads docker-compose.yml with every profile (cluster
-// included), interpolated with env (KEY=VALUE) instead of the environment.
+// loadEveryProfile loads docker-compose.yml with every profile and the
+// cluster's override (compose.cluster.yml: every service there is), interpolated with env
+// (KEY=VALUE) instead of the environment.
 func loadEveryProfile(t *testing.T, env ...string) *types.Project {
 	t.Helper()
-	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "docker-compose.yml")},
-		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithProfiles([]string{"*"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	project, err := opts.LoadProject(context.Background())
-	if err != nil {
-		t.Fatalf("docker-compose.yml does not load with every profile: %v", err)
-	}
-	return project
+	return loadCluster(t, env...)
 }
 
 func readFile(t *testing.T, parts ...string) string {
@@ -119,10 +110,11 @@ func TestComposeChaosOffByDefault(t *testing.T) {
 }
 
 // The token every reader of the repository knows is offered nowhere: not
-// as a default of the compose file, nor in .env.example or the README.
+// as a default of the compose file, nor in .env.example, the README or the
+// chapters that show the chaos controls.
 func TestNoKnownChaosToken(t *testing.T) {
 	t.Parallel()
-	for _, file := range []string{"docker-compose.yml", ".env.example", "README.md", "k6/chaos.js", "scripts/compose-check.sh"} {
+	for _, file := range []string{"docker-compose.yml", ".env.example", "README.md", "docs/chaos.md", "docs/console.md", "docs/operations.md", "k6/chaos.js", "scripts/compose-check.sh"} {
 		if strings.Contains(readFile(t, file), knownToken) {
 			t.Errorf("%s contains %s", file, knownToken)
 		}
