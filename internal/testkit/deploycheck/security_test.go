@@ -1,6 +1,7 @@
 package deploycheck
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,12 +19,20 @@ import (
 // published: anyone could use it, so nothing may offer it as a default.
 const knownToken = "change-me-chaos-token"
 
-// loadEveryProfile loads docker-compose.yml with every profile and the
-// cluster's override (compose.cluster.yml: every service there is), interpolated with env
-// (KEY=VALUE) instead of the environment.
+// loadEveryProfile loads docker-compose.yml with every profile (cluster
+// included), interpolated with env (KEY=VALUE) instead of the environment.
 func loadEveryProfile(t *testing.T, env ...string) *types.Project {
 	t.Helper()
-	return loadCluster(t, env...)
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "docker-compose.yml")},
+		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithProfiles([]string{"*"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	project, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatalf("docker-compose.yml does not load with every profile: %v", err)
+	}
+	return project
 }
 
 func readFile(t *testing.T, parts ...string) string {
