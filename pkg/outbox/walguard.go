@@ -197,7 +197,7 @@ func readStandbys(pool *pgxpool.Pool) func(context.Context) (standbyState, error
 	return func(ctx context.Context) (standbyState, error) {
 		var s standbyState
 		var flushed, local int64
-		err := pool.QueryRow(ctx, `
+		err := pool.QueryRow(ctx, `-- name: StandbyPositions :one
 			SELECT current_setting('synchronous_standby_names') <> '',
 			       pg_has_role('pg_read_all_stats', 'USAGE'),
 			       count(*) FILTER (WHERE sync_state IN ('sync', 'quorum') AND flush_lsn IS NOT NULL),

@@ -23,56 +23,62 @@ import (
 // clock, and the CPU sample, run from its start until it has recorded every
 // event published. The slot is dropped at the end, also after an error: a
 // slot nobody reads keeps the server's WAL.
-func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err error) {
+//
+// guard is the relay's WALConfig.StandbyGuard; checks is how many times the
+// guard read the standbys' positions (StandbyPositions, also in
+// res.Statements): on a server without synchronous standbys, auto costs one
+// reading a second of the drain, off none.
+func (e *env) drainWAL(ctx context.Context, n, txs int, guard outbox.StandbyGuard) (res DrainResult, checks float64, err error) {
 	res = DrainResult{Relays: 1, Events: n}
 	stage := fmt.Sprintf("pwal%d%s", n, randomHex(2)) // one per call: a run may drain several
 	dbURL, topic, err := e.databaseAndTopic(ctx, stage)
 	if err != nil {
-		return res, err
+		return res, 0, err
 	}
 	admin, err := pgx.Connect(ctx, e.cfg.AdminURL)
 	if err != nil {
-		return res, err
+		return res, 0, err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
 	if _, err := admin.Exec(ctx, "ALTER ROLE "+pgx.Identifier{e.role}.Sanitize()+" REPLICATION"); err != nil {
-		return res, fmt.Errorf("granting REPLICATION to %s: %w", e.role, err)
+		return res, 0, fmt.Errorf("granting REPLICATION to %s: %w", e.role, err)
 	}
 
 	pcfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
-		return res, err
+		return res, 0, err
 	}
 	tracer := newStatements()
 	pcfg.ConnConfig.Tracer = tracer
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return res, err
+		return res, 0, err
 	}
 	defer pool.Close()
 	reg := prometheus.NewRegistry()
-	cfg := outbox.WALConfig{ID: "bench-wal-relay", MetricPrefix: telemetry.OutboxMetricPrefix, Slot: "paylab_bench_" + e.run + "_" + stage, Registerer: reg}
+	cfg := outbox.WALConfig{ID: "bench-wal-relay", MetricPrefix: telemetry.OutboxMetricPrefix, Slot: "paylab_bench_" + e.run + "_" + stage,
+		Registerer: reg, StandbyGuard: guard}
 	e.mu.Lock()
 	e.slots = append(e.slots, cfg.Slot) // dropped by close, should this drain not get to it
 	e.mu.Unlock()
 	if err := outbox.SetupWAL(ctx, pool, cfg); err != nil {
-		return res, err
+		return res, 0, err
 	}
 	defer func() { err = errors.Join(err, dropSlot(context.WithoutCancel(ctx), admin, cfg.Slot)) }()
 
 	if err := withConn(ctx, dbURL, func(c *pgx.Conn) error { return seedOutboxTx(ctx, c, topic, n, txs, false) }); err != nil {
-		return res, err
+		return res, 0, err
 	}
 
 	producer, err := sarama.NewAsyncProducer(e.cfg.Brokers, broker.RelayProducerConfig("paylab-bench-wal-relay", outbox.DefaultLeaseTTL))
 	if err != nil {
-		return res, fmt.Errorf("relay producer: %w", err)
+		return res, 0, fmt.Errorf("relay producer: %w", err)
 	}
 	pub := outbox.NewKafkaPublisher(producer, "/paylab/orders")
 	defer pub.Close()
 	relay, err := outbox.NewWALRelay(pool, dbURL, pub, cfg)
 	if err != nil {
-		return res, err
+		return res, 0, err
 	}
 	cpu := sampleCPU()
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -84,7 +90,7 @@ func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err er
 	for {
 		got, err := gathered(reg, telemetry.OutboxMetricPrefix+"_published_total")
 		if err != nil {
-			return res, errors.Join(err, stop())
+			return res, 0, errors.Join(err, stop())
 		}
 		if got >= float64(n) {
 			end = time.Now()
@@ -94,23 +100,24 @@ func (e *env) drainWAL(ctx context.Context, n, txs int) (res DrainResult, err er
 		}
 		select {
 		case <-ctx.Done():
-			return res, errors.Join(ctx.Err(), stop())
+			return res, 0, errors.Join(ctx.Err(), stop())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
 	if err := stop(); err != nil {
-		return res, fmt.Errorf("WAL relay: %w", err)
+		return res, 0, fmt.Errorf("WAL relay: %w", err)
 	}
 	var pending int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE dispatched_at IS NULL`).Scan(&pending); err != nil {
-		return res, err
+		return res, 0, err
 	}
 	if pending > 0 {
-		return res, fmt.Errorf("%d events still pending after the WAL relay recorded %d", pending, n)
+		return res, 0, fmt.Errorf("%d events still pending after the WAL relay recorded %d", pending, n)
 	}
 	res.Seconds = end.Sub(start).Seconds()
 	res.PerSecond = perSecond(n, end.Sub(start))
-	return res, nil
+	checks, err = gathered(reg, telemetry.OutboxMetricPrefix+"_wal_standby_checks_total")
+	return res, checks, err
 }
 
 // gathered reads a counter from reg.
