@@ -181,6 +181,11 @@ chaos: build $(MAILPIT) ## run every chaos scenario (naive vs outbox+inbox under
 chaos-wal: build $(MAILPIT) ## the quick chaos set with the relays streaming a replication slot (RELAY_MODE=wal)
 	@bin/paylab chaos run all --quick --relay-mode wal
 
+.PHONY: chaos-ha
+chaos-ha: build $(MAILPIT) ## the chaos scenarios on a private Patroni cluster of three: leader SIGKILLed, asynchronous failover (acknowledged payments lost), switchover; 2 000 payments each, polling and WAL relays (about 15 minutes; not in make test)
+	@bin/paylab chaos run ha
+	@bin/paylab chaos run postgres-leader-killed --relay-mode wal
+
 .PHONY: test-ha
 test-ha: ## the HA PostgreSQL test: a private Patroni cluster of three, its leader SIGKILLed, the synchronously committed row and a pgx pool on the new leader, and the same crash losing an asynchronous commit (about 2 minutes; not in make test)
 	@PAYLAB_PG_HA=1 go test -count=1 -v -timeout 10m ./internal/testkit/pgha/

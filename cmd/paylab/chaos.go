@@ -30,7 +30,7 @@ func defaultMailpit() string {
 	return filepath.Join(tools, "mailpit-"+mailpitVersion)
 }
 
-// runChaos: paylab chaos list | paylab chaos run <scenario>…|all [--target local|compose] [--relay-mode poll|wal] [--kafka-nodes 3|1] [--quick] [--json] [--out DIR]
+// runChaos: paylab chaos list | paylab chaos run <scenario>…|all|ha [--target local|compose] [--relay-mode poll|wal] [--kafka-nodes 3|1] [--quick] [--json] [--out DIR]
 func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return errUsage

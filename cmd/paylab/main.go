@@ -40,7 +40,7 @@ commands:
   probe URL GET URL; exit 0 when it answers 2xx (container health checks)
   verify    reconcile orders, ledger and notifications (and the topic); print
             lost, phantom, duplicate and out-of-order effects; exit 1 on any
-  chaos     chaos list | chaos run <scenario>…|all [--quick] [--json]
+  chaos     chaos list | chaos run <scenario>…|all|ha [--quick] [--json]
             [--target local|compose] [--relay-mode poll|wal] [--kafka-nodes 3|1]:
             faults under load, against private servers (local; a 3-broker
             Kafka cluster by default) or a running docker compose deployment

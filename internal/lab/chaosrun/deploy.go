@@ -36,6 +36,11 @@ type options struct {
 	relayMode string
 	// relayEnv is added to every relay's environment.
 	relayEnv []string
+	// ordersURL, when set, is the orders database (its owner's URL),
+	// migrated already, instead of a fresh one on the run's server; slot,
+	// when set, the WAL relays' replication slot, instead of one of the
+	// deployment's own (both: a Patroni cluster's, pgscenarios.go).
+	ordersURL, slot string
 	// wal: the scenario drives the WAL relay's slot and publication as the
 	// server's superuser and starts relays of its own, which only a local
 	// run with --relay-mode wal can do.
@@ -54,6 +59,10 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 	relayMode := cmp.Or(o.relayMode, e.RelayMode)
 	urls := map[string]string{}
 	for _, svc := range []string{"orders", "ledger", "notifications"} {
+		if svc == "orders" && o.ordersURL != "" {
+			urls[svc] = o.ordersURL
+			continue
+		}
 		u, err := e.database(ctx, svc, slug+"_"+svc)
 		if err != nil {
 			return nil, fmt.Errorf("database for %s: %w", svc, err)
@@ -96,7 +105,7 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 		// it stops (a slot nobody reads holds the server's WAL). Relays
 		// that start in another mode are told it too, for the WAL relays
 		// a scenario may start later.
-		slot = walSlot(slug)
+		slot = cmp.Or(o.slot, walSlot(slug))
 		layout.Slot = slot
 	}
 	local := &localServers{Env: e, d: d, scenario: name, layout: layout, relayEnv: o.relayEnv, slot: slot,

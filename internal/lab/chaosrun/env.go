@@ -54,6 +54,9 @@ func (e *Env) Deploy(ctx context.Context, sc Scenario) (*Deployment, error) {
 	if sc.pollOnly && e.RelayMode == RelayWAL {
 		return nil, skip("drives the polling relays' row leases; the WAL relay's one reader is fenced by its reader lease and the slot")
 	}
+	if sc.pg != "" {
+		return e.deployHA(ctx, sc)
+	}
 	return e.deploy(ctx, sc.Name, sc.opts)
 }
 

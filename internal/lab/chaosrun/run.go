@@ -15,15 +15,20 @@ import (
 	"github.com/paylab/paylab/internal/lab/reconcile"
 )
 
-// Select returns the scenarios named, or for "all" every scenario, or with
-// quick those of make test's quick set.
+// Select returns the scenarios named, or for "all" every scenario but those
+// on a Patroni cluster, or with quick those of make test's quick set; "ha"
+// names those on a Patroni cluster (make chaos-ha).
 func Select(names []string, quick bool) ([]Scenario, error) {
 	all := Scenarios()
 	if len(names) == 1 && names[0] == "all" {
+		all = slices.DeleteFunc(all, func(s Scenario) bool { return s.pg != "" })
 		if quick {
 			all = slices.DeleteFunc(all, func(s Scenario) bool { return s.fullOnly })
 		}
 		return all, nil
+	}
+	if len(names) == 1 && names[0] == "ha" {
+		return slices.DeleteFunc(all, func(s Scenario) bool { return s.pg == "" }), nil
 	}
 	var out []Scenario
 	for _, n := range names {
@@ -57,8 +62,8 @@ func Run(ctx context.Context, target Target, scenarios []Scenario, s Sizes, para
 			fmt.Fprintf(log, "  SKIP %s: %s\n", r.Scenario, r.Skipped)
 			return
 		}
-		fmt.Fprintf(log, "  %s %s (expect %s): %d payments, %d lost, %d phantom, %d duplicate effects, %d duplicates on the wire, %d left pending in the outbox. %s %s\n",
-			r.verdict(), r.Scenario, r.Expect, r.Payments, r.Lost, r.Phantom, r.DupEffects, r.DupOnWire, r.PendingOutbox, r.Note, r.Error)
+		fmt.Fprintf(log, "  %s %s (expect %s): %d payments, %d of %d acknowledged lost, %d lost, %d phantom, %d duplicate effects, %d duplicates on the wire, %d left pending in the outbox. %s %s\n",
+			r.verdict(), r.Scenario, r.Expect, r.Payments, r.AckLost, r.Acknowledged, r.Lost, r.Phantom, r.DupEffects, r.DupOnWire, r.PendingOutbox, r.Note, r.Error)
 	}
 	run := func(i int) {
 		sc := scenarios[i]
@@ -97,6 +102,9 @@ func Run(ctx context.Context, target Target, scenarios []Scenario, s Sizes, para
 
 func runOne(ctx context.Context, target Target, sc Scenario, s Sizes, seed uint64) (r Result) {
 	r = Result{Scenario: sc.Name, Mode: sc.mode(), Expect: sc.expect}
+	if sc.sizes != nil {
+		s = sc.sizes(s)
+	}
 	fail := func(err error) Result {
 		r.Error = err.Error()
 		r.Pass = false
@@ -134,9 +142,11 @@ func runOne(ctx context.Context, target Target, sc Scenario, s Sizes, seed uint6
 		return fail(err)
 	}
 	loadDone := make(chan loadgen.Report, 1)
+	acknowledged := loadgen.NewAcknowledged(nil)
 	go func() {
 		rep, _ := loadgen.Run(loadCtx, loadgen.Config{
 			BaseURL: d.APIURL, Rate: s.Rate, Count: s.Payments, Seed: seed, Timeout: 30 * time.Second, Keys: keys,
+			OnCreated: acknowledged.Add,
 		})
 		loadDone <- rep
 	}()
@@ -156,6 +166,14 @@ func runOne(ctx context.Context, target Target, sc Scenario, s Sizes, seed uint6
 	if err != nil {
 		return fail(err)
 	}
+	// Every payment the API acknowledged is in the orders database: a
+	// failover must not take back a 201.
+	ids := acknowledged.IDs()
+	missing, err := loadgen.Missing(ctx, d.Src.OrdersURL, ids)
+	if err != nil {
+		return fail(err)
+	}
+	r.Acknowledged, r.AckLost = len(ids), len(missing)
 	// On a shared deployment the counts are the scenario's additions, and
 	// the outbox's pending rows those it inserted and left pending: a row
 	// already pending before is the history's (Report.Since), and shows
@@ -186,15 +204,15 @@ func runOne(ctx context.Context, target Target, sc Scenario, s Sizes, seed uint6
 // Table renders results as the report table.
 func Table(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tmode\tpayments\tlost\tphantom\tdup on wire\tdup effects\tout of order\tpending outbox\trecovery\texpected\tverdict")
+	fmt.Fprintln(tw, "scenario\tmode\tpayments\tack lost\tlost\tphantom\tdup on wire\tdup effects\tout of order\tpending outbox\trecovery\texpected\tverdict")
 	for _, r := range results {
 		rec := "-"
 		if r.Recovery > 0 {
 			rec = r.Recovery.Round(10 * time.Millisecond).String()
 		}
-		figures := fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%d\t%d", r.Payments, r.Lost, r.Phantom, r.DupOnWire, r.DupEffects, r.OutOfOrder, r.PendingOutbox)
+		figures := fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d", r.Payments, r.AckLost, r.Lost, r.Phantom, r.DupOnWire, r.DupEffects, r.OutOfOrder, r.PendingOutbox)
 		if r.Skipped != "" {
-			figures = "-\t-\t-\t-\t-\t-\t-"
+			figures = "-\t-\t-\t-\t-\t-\t-\t-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Mode, figures, rec, r.Expect, r.verdict())
 	}

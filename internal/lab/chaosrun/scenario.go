@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/reconcile"
+	"github.com/paylab/paylab/internal/testkit/pgha"
 )
 
 // Expect says what a scenario must show to pass.
@@ -34,6 +35,9 @@ const (
 	// ZombieWrites: a stalled process, woken up, wrote what was no longer
 	// its own (the protection is off).
 	ZombieWrites Expect = "zombie writes > 0"
+	// AcknowledgedLost: payments the API acknowledged with 201 are not in
+	// the orders database (a failover to an asynchronous replica).
+	AcknowledgedLost Expect = "acknowledged lost > 0"
 )
 
 // Scenario is one experiment.
@@ -58,6 +62,12 @@ type Scenario struct {
 	pollOnly bool
 	// fullOnly leaves the scenario out of `all --quick` (make test).
 	fullOnly bool
+	// pg: the orders database runs on a private Patroni cluster of three
+	// replicating so, started for the scenario alone (pgscenarios.go); ""
+	// for the run's single PostgreSQL server.
+	pg pgha.Replication
+	// sizes, when set, adjusts the run's sizes for the scenario.
+	sizes func(Sizes) Sizes
 	// during runs while the load runs; it returns a note for the report
 	// (such as a takeover time) and the recovery time it measured.
 	during func(ctx context.Context, d *Deployment, s Sizes) (note string, recovery time.Duration, err error)
@@ -80,15 +90,19 @@ var (
 
 // Result is a scenario's outcome: the table's row.
 type Result struct {
-	Scenario   string `json:"scenario"`
-	Mode       string `json:"mode"`
-	Expect     Expect `json:"expect"`
-	Payments   int    `json:"payments"` // captures committed in the orders database
-	Lost       int    `json:"lost"`
-	Phantom    int    `json:"phantom"`
-	DupOnWire  int    `json:"duplicates_on_wire"`
-	DupEffects int    `json:"duplicate_effects"`
-	OutOfOrder int    `json:"out_of_order"`
+	Scenario string `json:"scenario"`
+	Mode     string `json:"mode"`
+	Expect   Expect `json:"expect"`
+	Payments int    `json:"payments"` // captures committed in the orders database
+	// Acknowledged counts the payments the API answered 201; AckLost
+	// those of them the orders database does not hold once it settled.
+	Acknowledged int `json:"acknowledged"`
+	AckLost      int `json:"acknowledged_lost"`
+	Lost         int `json:"lost"`
+	Phantom      int `json:"phantom"`
+	DupOnWire    int `json:"duplicates_on_wire"`
+	DupEffects   int `json:"duplicate_effects"`
+	OutOfOrder   int `json:"out_of_order"`
 	// PendingOutbox counts the outbox rows neither dispatched nor parked
 	// once the pipeline settled (reconcile.Backlog).
 	PendingOutbox int `json:"pending_outbox"`
@@ -145,7 +159,7 @@ func (r *Result) judge(rep reconcile.Report) {
 		r.DupOnWire = rep.Wire.Duplicates
 		r.OutOfOrder = max(r.OutOfOrder, rep.Wire.OutOfOrder)
 	}
-	clean := len(rep.Violations()) == 0 && r.Zombie == 0
+	clean := len(rep.Violations()) == 0 && r.Zombie == 0 && r.AckLost == 0
 	switch r.Expect {
 	case Clean:
 		r.Pass = clean
@@ -159,6 +173,8 @@ func (r *Result) judge(rep reconcile.Report) {
 		r.Pass = r.DupEffects > 0
 	case ZombieWrites:
 		r.Pass = r.Zombie > 0
+	case AcknowledgedLost:
+		r.Pass = r.AckLost > 0
 	}
 	// Whatever a scenario expects, an outbox row left pending is an event
 	// the outbox never delivered, or delivered without recording it: no

@@ -14,7 +14,7 @@ import (
 func Scenarios() []Scenario {
 	outbox := options{mode: "outbox", inboxEnabled: true, relays: 2, leaseTTL: 10 * time.Second}
 	with := func(o options, f func(*options)) options { f(&o); return o }
-	return []Scenario{
+	return append([]Scenario{
 		{
 			Name:        "naive-crash-after-commit",
 			Description: "naive mode: the API crashes after committing, before publishing",
@@ -185,7 +185,7 @@ func Scenarios() []Scenario {
 			stops:       postgresServer,
 			during:      postgresRestart,
 		},
-	}
+	}, pgScenarios(outbox)...)
 }
 
 // crashAt crashes the process that pick returns at point, Crashes times,

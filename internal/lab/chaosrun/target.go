@@ -8,6 +8,7 @@ import (
 
 	"github.com/paylab/paylab/internal/lab/reconcile"
 	"github.com/paylab/paylab/internal/lab/supervise"
+	"github.com/paylab/paylab/internal/testkit/pgha"
 )
 
 // Target is where scenarios run: the local supervisor (Env), which starts a
@@ -42,6 +43,9 @@ type Deployment struct {
 	LedgerGroup   string        // the ledger's CONSUMER_GROUP
 	LeaseTTL      time.Duration // the relays' RELAY_LEASE_TTL
 	RelayMode     string        // the relays' RELAY_MODE: RelayPoll or RelayWAL
+	// HA is the Patroni cluster the orders database runs on, for the
+	// scenarios that fail its leader over (pgscenarios.go); nil otherwise.
+	HA *pgha.Cluster
 
 	apiKeys    apiKeys              // Keys
 	servers    servers              // nil when the target cannot stop its servers
