@@ -1,7 +1,6 @@
 package deploycheck
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/paylab/paylab/internal/platform/migrate"
@@ -19,20 +17,12 @@ import (
 // published: anyone could use it, so nothing may offer it as a default.
 const knownToken = "change-me-chaos-token"
 
-// loadEveryProfile loads docker-compose.yml with every profile (cluster
-// included), interpolated with env (KEY=VALUE) instead of the environment.
+// loadEveryProfile loads docker-compose.yml with every profile and the
+// cluster's override (compose.cluster.yml: every service there is), interpolated with env
+// (KEY=VALUE) instead of the environment.
 func loadEveryProfile(t *testing.T, env ...string) *types.Project {
 	t.Helper()
-	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "docker-compose.yml")},
-		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithProfiles([]string{"*"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	project, err := opts.LoadProject(context.Background())
-	if err != nil {
-		t.Fatalf("docker-compose.yml does not load with every profile: %v", err)
-	}
-	return project
+	return loadCluster(t, env...)
 }
 
 func readFile(t *testing.T, parts ...string) string {
