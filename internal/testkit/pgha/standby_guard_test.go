@@ -80,10 +80,73 @@ func TestWALRelayStandbyGuard(t *testing.T) {
 			checkStandbyGuard(t, ctx, c, admin, leader, standby, tc.guard, tc.held)
 		})
 	}
+
+	// What the guard costs with a healthy synchronous standby: the same
+	// stream of synchronous commits relayed with the guard off and on,
+	// alternated; logged, not asserted (the machine's load decides).
+	t.Run("cost", func(t *testing.T) {
+		for round := range 2 {
+			order := []outbox.StandbyGuard{outbox.StandbyGuardOff, outbox.StandbyGuardOn}
+			if round == 1 {
+				order[0], order[1] = order[1], order[0]
+			}
+			for _, guard := range order {
+				t.Run(fmt.Sprintf("%s-%d", guard, round+1), func(t *testing.T) {
+					measureStandbyGuard(t, ctx, c, admin, leader, fmt.Sprintf("cost_%s_%d", guard, round+1), guard)
+				})
+			}
+		}
+	})
 }
 
-func checkStandbyGuard(t *testing.T, ctx context.Context, c *pgha.Cluster, admin *pgxpool.Pool, leader, standby int, guard outbox.StandbyGuard, held bool) {
-	database := "guard_" + string(guard)
+// measureStandbyGuard commits costTxs transactions of costEvents events,
+// one after the other with synchronous_commit = on, while a relay with guard
+// streams them, and logs the publish latency (insert to recorded, the
+// relay's histogram) and the guard's readings and waits.
+func measureStandbyGuard(t *testing.T, ctx context.Context, c *pgha.Cluster, admin *pgxpool.Pool, leader int, database string, guard outbox.StandbyGuard) {
+	const costTxs, costEvents = 200, 10
+	f := startGuardedRelay(t, ctx, c, admin, leader, database, guard)
+	start := time.Now()
+	for i := range costTxs {
+		events := make([]outbox.Event, costEvents)
+		for j := range events {
+			events[j] = guardEvent(f.topic, fmt.Sprintf("cost-%d-%d", i, j))
+		}
+		commit(t, ctx, f.writer, "on", events...)
+	}
+	testenv.Eventually(t, 2*time.Minute, "every event on the topic", func() bool {
+		return f.records() == costTxs*costEvents
+	})
+	elapsed := time.Since(start)
+	mean := func(name string) time.Duration {
+		n := metric(t, f.reg, name)
+		if n == 0 {
+			return 0
+		}
+		return time.Duration(histogramSum(t, f.reg, name) / n * float64(time.Second))
+	}
+	testenv.Eventually(t, time.Minute, "every event recorded", func() bool {
+		return metric(t, f.reg, "t_published_total") == costTxs*costEvents
+	})
+	t.Logf("guard %s: %d synchronous commits of %d events relayed in %s; publish latency mean %s over %v batches; guard readings %v, wait per batch mean %s",
+		guard, costTxs, costEvents, elapsed.Round(time.Millisecond), mean("t_publish_latency_seconds").Round(10*time.Microsecond),
+		metric(t, f.reg, "t_batch_size"), metric(t, f.reg, "t_wal_standby_checks_total"),
+		mean("t_wal_standby_wait_seconds").Round(10*time.Microsecond))
+}
+
+// guardFixture is a WAL relay running with a standby guard on a database
+// of its own on the leader, publishing to a topic of its own.
+type guardFixture struct {
+	writer  *pgxpool.Pool // the application's connections: synchronous_commit as the server's
+	topic   string
+	reg     *prometheus.Registry // the relay's metrics, prefixed t_
+	records func() int64         // the records on the topic
+}
+
+// startGuardedRelay creates database on the leader, its outbox and slot, and
+// runs a WAL relay with guard on it until the test ends.
+func startGuardedRelay(t *testing.T, ctx context.Context, c *pgha.Cluster, admin *pgxpool.Pool, leader int, database string, guard outbox.StandbyGuard) *guardFixture {
+	t.Helper()
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+database); err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +174,9 @@ func checkStandbyGuard(t *testing.T, ctx context.Context, c *pgha.Cluster, admin
 	}
 	t.Cleanup(pool.Close)
 
-	topic := testenv.NewTopic(t, 1)
-	reg := prometheus.NewRegistry()
+	f := &guardFixture{writer: writer, topic: testenv.NewTopic(t, 1), reg: prometheus.NewRegistry()}
 	cfg := outbox.WALConfig{ID: "guard-" + string(guard), Slot: database, StandbyGuard: guard,
-		Registerer: reg, MetricPrefix: "t", Logger: testLogger(t),
+		Registerer: f.reg, MetricPrefix: "t", Logger: testLogger(t),
 		LeaseTTL: 30 * time.Second, PollInterval: 100 * time.Millisecond, RetryBackoff: 50 * time.Millisecond}
 	if err := outbox.SetupWAL(ctx, pool, cfg); err != nil {
 		t.Fatal(err)
@@ -132,7 +194,13 @@ func checkStandbyGuard(t *testing.T, ctx context.Context, c *pgha.Cluster, admin
 			t.Errorf("the WAL relay: %v", err)
 		}
 	})
-	records := topicRecords(t, topic)
+	f.records = topicRecords(t, f.topic)
+	return f
+}
+
+func checkStandbyGuard(t *testing.T, ctx context.Context, c *pgha.Cluster, admin *pgxpool.Pool, leader, standby int, guard outbox.StandbyGuard, held bool) {
+	f := startGuardedRelay(t, ctx, c, admin, leader, "guard_"+string(guard), guard)
+	writer, topic, reg, records := f.writer, f.topic, f.reg, f.records
 
 	// Before the freeze: a commit reaches Kafka, with the guard too.
 	commit(t, ctx, writer, "on", guardEvent(topic, "before"))
@@ -316,6 +384,21 @@ func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 			return m.GetGauge().GetValue()
 		case m.GetHistogram() != nil:
 			return float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return 0
+}
+
+// histogramSum is the sum of the observations of histogram name in reg.
+func histogramSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) > 0 && f.GetMetric()[0].GetHistogram() != nil {
+			return f.GetMetric()[0].GetHistogram().GetSampleSum()
 		}
 	}
 	return 0
