@@ -57,9 +57,14 @@ func (e *handlerError) Error() string { return fmt.Sprintf("%s: %v", e.reason, e
 func (e *handlerError) Unwrap() error { return e.err }
 
 // transient reports a PostgreSQL error that retrying the same transaction
-// resolves: a serialization failure (40001) or a deadlock (40P01). A handler
-// failing with one is retried without using up its attempts.
+// resolves: a serialization failure (40001) or a deadlock (40P01), or the
+// database going away under the handler (databaseGone). A handler failing
+// with one is retried without using up its attempts: a failover of the
+// database is not a poison message.
 func transient(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+	if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") {
+		return true
+	}
+	return databaseGone(err)
 }
