@@ -21,14 +21,15 @@ import (
 // synchronous_commit = local or off). If the primary dies then, the standby
 // that is promoted never had the transaction, but the relay may have
 // published its events: phantom events, for orders the new primary does not
-// know. PostgreSQL 17 closes this in the server: a failover slot's walsender
-// waits for the physical slots listed in synchronized_standby_slots to
-// confirm the WAL before it sends the changes (PostgreSQL 17 release notes,
-// "Logical replication"; the synchronized_standby_slots setting, "Replication"
-// in "Server Configuration"). On PostgreSQL 15 and 16 the relay does it
-// itself: it reads the synchronous standbys' flush positions from
-// pg_stat_replication and holds each batch until they have passed its last
-// commit.
+// know. PostgreSQL 17 closes this in the server with failover slots: the
+// walsender of a logical slot created with failover = true waits until the
+// physical slots listed in synchronized_standby_slots have confirmed the WAL
+// before it sends the decoded changes (PostgreSQL 17 release notes, "Logical
+// Replication", https://www.postgresql.org/docs/17/release-17.html; the
+// setting: https://www.postgresql.org/docs/17/runtime-config-replication.html#GUC-SYNCHRONIZED-STANDBY-SLOTS).
+// On PostgreSQL 15 and 16 the relay does it itself: it reads the
+// synchronous standbys' flush positions from pg_stat_replication and holds
+// each batch until they have passed its last commit.
 type StandbyGuard string
 
 const (
