@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// CloudEvents 1.0 Kafka protocol binding, binary mode (docs/events.md): the
+// CloudEvents 1.0 Kafka protocol binding, binary mode (as pkg/outbox writes it): the
 // event's attributes travel as headers named ce_<attribute>, the value is the
 // data. The names are repeated here so pkg/inbox stands on its own.
 const (

@@ -422,11 +422,11 @@ func (s settings) publishTimeout() time.Duration { return s.LeaseTTL / 2 }
 // a crash at that point.
 type Hooks struct {
 	// AfterLease runs when a batch is leased and not yet published. A crash
-	// here leaves leases held by a dead relay ("relay.after_lease").
+	// here leaves leases held by a dead relay.
 	AfterLease func(ctx context.Context) error
 	// AfterPublishBeforeMark runs when the broker acknowledged the batch and
 	// it is not yet marked dispatched. A crash here puts duplicates on the
-	// wire ("relay.after_publish_before_mark").
+	// wire.
 	AfterPublishBeforeMark func(ctx context.Context) error
 }
 

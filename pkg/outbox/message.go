@@ -9,7 +9,7 @@ import (
 
 // CloudEvents 1.0 Kafka protocol binding, binary mode: the event's attributes
 // are Kafka headers named ce_<attribute>; the message value is the data.
-// docs/events.md is the contract.
+// pkg/inbox reads the same headers.
 const (
 	HeaderSpecVersion   = "ce_specversion"
 	HeaderID            = "ce_id"

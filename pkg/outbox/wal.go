@@ -19,15 +19,17 @@ import (
 )
 
 // DefaultWALBatchSize is the WAL relay's batch size when WALConfig.BatchSize
-// is zero: a batch is one publish round trip and one UPDATE, so larger
-// batches cost the database less per event.
+// is zero: a batch is one publish round trip and one statement that records
+// it, so larger batches cost the database less per event.
 const DefaultWALBatchSize = 5000
 
 // WALRelay publishes the outbox's committed inserts as they appear in the
 // write-ahead log, read through a logical replication slot (pgoutput),
-// instead of claiming rows: no claim statement, and one UPDATE per batch to
-// record dispatched_at. Run relays on several hosts for availability: one is
-// the slot's reader, the others are standbys (see doc.go, "The WAL relay").
+// instead of claiming rows: no claim statement, and one statement per batch
+// that deletes the published rows (or, with WALConfig.KeepDispatched, sets
+// their dispatched_at). Run relays on several hosts for availability: one is
+// the slot's reader, the others are standbys (see "The WAL relay" in the
+// package documentation).
 type WALRelay struct {
 	*relayCore
 	repl   *pgconn.Config
