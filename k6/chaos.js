@@ -7,7 +7,7 @@
 // It needs the deployment's chaos controls: CHAOS_ENABLED=true and a
 // CHAOS_TOKEN of your own in .env (compose passes the token to k6).
 //
-// Afterwards, reconcile: paylab verify (see the README).
+// Afterwards, reconcile: paylab verify (docs/chaos.md, "Reconciling a running system").
 import http from 'k6/http';
 import { check, sleep } from 'k6';
 import exec from 'k6/execution';

@@ -53,7 +53,7 @@ func runChaos(ctx context.Context, args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	outDir := fs.String("out", "results", "folder the results (JSON) and each scenario's chart are written to")
 	target := fs.String("target", "local", "local: start the services against private servers for each scenario;\n"+
-		"compose: a running docker compose deployment, over its admin APIs (CHAOS_* settings, README)")
+		"compose: a running docker compose deployment, over its admin APIs (CHAOS_* settings, docs/chaos.md)")
 	envFile := fs.String("env-file", ".env", "compose: the .env that docker compose read (the environment wins over it, as in compose)")
 	exe, _ := os.Executable()
 	bin := fs.String("bin", filepath.Dir(exe), "local: folder with the orders, ledger and notifications binaries")

@@ -52,7 +52,7 @@ commands:
             one web page: the flow with a counter per stage, fault toggles,
             kills, the outbox/naive switch (local), payments and the reconciliation
 
-Settings come from the environment; see the README's configuration table.
+Settings come from the environment; see docs/operations.md, "Configuration".
 `
 
 func main() {
