@@ -375,13 +375,17 @@ func (rd *walReader) pending() bool { return len(rd.batch.events) > 0 || rd.batc
 // the batch was kept.
 func (rd *walReader) handoff(block bool) bool {
 	b := rd.batch
-	b.open = b.open || rd.inTx
+	// Handed over inside a transaction, the batch ends with events whose
+	// commit has not been streamed yet (kept as it was if not handed over).
+	wasOpen := b.open
+	b.open = wasOpen || rd.inTx
 	rd.inflight.Add(1)
 	if !block {
 		select {
 		case rd.pubCh <- b:
 		default:
 			rd.inflight.Add(-1)
+			b.open = wasOpen
 			return false
 		}
 	} else {
@@ -398,6 +402,7 @@ func (rd *walReader) handoff(block bool) bool {
 				}
 			case <-rd.rctx.Done():
 				rd.inflight.Add(-1)
+				b.open = wasOpen
 				return false
 			}
 		}
