@@ -124,6 +124,13 @@ func haOrders(ctx context.Context, c *pgha.Cluster, wal bool) (string, error) {
 	if _, err := su.Exec(ctx, "SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())", haSlot); err != nil {
 		return "", fmt.Errorf("advancing the slot past the publication: %w", err)
 	}
+	// The WAL relays (here as the owner) publish a transaction once the
+	// synchronous standby flushed it, which they read in
+	// pg_stat_replication: without pg_read_all_stats they see no standby
+	// and hold every event (paylab init grants it the relay role).
+	if _, err := su.Exec(ctx, "GRANT pg_read_all_stats TO "+pgx.Identifier{db.Role}.Sanitize()); err != nil {
+		return "", fmt.Errorf("granting the relays pg_read_all_stats: %w", err)
+	}
 	return owner, nil
 }
 

@@ -108,7 +108,7 @@ func problemFor(err error) Problem {
 			"The event could not be published, so the change was not committed.")
 	case errors.Is(err, order.ErrUnavailable), errors.Is(err, apikey.ErrUnavailable):
 		return newProblem(http.StatusServiceUnavailable, "database_unavailable",
-			"The database is unavailable; nothing was committed. Retry with the same Idempotency-Key.")
+			"The database is unavailable (restarting, or failing over to another member). Retry after Retry-After seconds with the same Idempotency-Key: a request whose commit the failover cut short is then answered with its stored response, never made twice.")
 	case errors.As(err, &stepErr):
 		return newProblem(http.StatusServiceUnavailable, "fault_injected",
 			"A fault armed over the chaos controls failed this request at "+string(stepErr.Step)+".")
