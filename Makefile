@@ -187,7 +187,7 @@ chaos-ha: build $(MAILPIT) ## the chaos scenarios on a private Patroni cluster o
 	@bin/paylab chaos run postgres-leader-killed --relay-mode wal
 
 .PHONY: test-ha
-test-ha: ## the HA PostgreSQL test: a private Patroni cluster of three, its leader SIGKILLed, the synchronously committed row and a pgx pool on the new leader, and the same crash losing an asynchronous commit (about 2 minutes; not in make test)
+test-ha: ## the HA PostgreSQL test: a private Patroni cluster of three, its leader SIGKILLed, the synchronously committed row and a pgx pool on the new leader, the same crash losing an asynchronous commit, the API through a failover and the WAL relay's standby guard (about 5 minutes; not in make test)
 	@PAYLAB_PG_HA=1 go test -count=1 -v -timeout 10m ./internal/testkit/pgha/
 
 .PHONY: compose-check

@@ -105,9 +105,17 @@
 // retire it with DropWAL, or by starting a polling relay, when you leave WAL
 // mode.
 //
+// With synchronous replication, a walsender on PostgreSQL 15 streams a
+// commit before the standbys have it, so a failover could leave its events
+// published and the transaction gone. WALConfig.StandbyGuard (auto by
+// default) holds each transaction until every synchronous standby has
+// flushed its commit; the role then needs pg_read_all_stats to read
+// pg_stat_replication.
+//
 // Choose polling unless the database's CPU is the bound: it needs nothing of
-// the server beyond the table, and a failover costs it nothing. Choose the WAL relay for the highest
-// throughput at the lowest database cost, where you can give it a slot.
+// the server beyond the table, and a failover costs it nothing. Choose the
+// WAL relay for the highest throughput at the lowest database cost, where
+// you can give it a slot.
 //
 // # Waking the relays
 //

@@ -34,6 +34,8 @@ type Config struct {
 	// (outbox.WALConfig.Slot, .Publication).
 	Slot        string `env:"RELAY_SLOT"`
 	Publication string `env:"RELAY_PUBLICATION"`
+	// StandbyGuard is outbox.WALConfig.StandbyGuard: auto, on or off.
+	StandbyGuard string `env:"RELAY_STANDBY_GUARD"`
 	// RelayID names this relay in lease_owner (outbox.RelayConfig.ID). A
 	// relay started with the ID of a running relay is refused.
 	RelayID           string        `env:"RELAY_ID"`
@@ -193,6 +195,7 @@ func (c Config) WALConfig(log *slog.Logger) outbox.WALConfig {
 		ID:                c.RelayID,
 		Slot:              c.Slot,
 		Publication:       c.Publication,
+		StandbyGuard:      outbox.StandbyGuard(c.StandbyGuard),
 		BatchSize:         c.BatchSize,
 		LeaseTTL:          c.LeaseTTL,
 		PollInterval:      c.PollInterval,

@@ -28,6 +28,7 @@
 //	RELAY_REPLICATION_URL     wal: the replication stream's connection string (DATABASE_URL)
 //	RELAY_SLOT                wal: Slot, the replication slot, unique per server (outbox_wal_relay)
 //	RELAY_PUBLICATION         wal: Publication, of the outbox's inserts (outbox_wal)
+//	RELAY_STANDBY_GUARD       wal: StandbyGuard, publish a transaction only once the synchronous standbys have it: auto (while there are any), on, off (auto)
 //	RELAY_ID                  ID, the lease owner name, unique per running relay, enforced (hostname-pid)
 //	RELAY_BATCH_SIZE          BatchSize: events per claim (500), or per published batch in wal mode (5000)
 //	RELAY_LEASE_TTL           LeaseTTL: lease of a claimed batch or of the WAL reader; takeover time after a crash (30s)

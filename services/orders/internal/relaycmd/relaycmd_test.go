@@ -58,12 +58,12 @@ func TestLoadConfig(t *testing.T) {
 	// to its defaults (one source: RELAY_BATCH_SIZE unset is 500 when
 	// polling and 5000 when streaming).
 	cfg, err = relaycmd.LoadConfig(map[string]string{"RELAY_MODE": "wal", "RELAY_MAX_ATTEMPTS": "-1",
-		"OUTBOX_RETENTION": "-1s", "RELAY_LEASE_TTL": "12s", "RELAY_SLOT": "s1", "RELAY_LEASE_FENCING": "false"})
+		"OUTBOX_RETENTION": "-1s", "RELAY_LEASE_TTL": "12s", "RELAY_SLOT": "s1", "RELAY_LEASE_FENCING": "false", "RELAY_STANDBY_GUARD": "on"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if w := cfg.WALConfig(nil); w.BatchSize != 0 || w.MaxAttempts != -1 || w.Retention != -time.Second ||
-		w.LeaseTTL != 12*time.Second || w.Slot != "s1" {
+		w.LeaseTTL != 12*time.Second || w.Slot != "s1" || w.StandbyGuard != outbox.StandbyGuardOn {
 		t.Errorf("WAL config %+v", w)
 	}
 	if r := cfg.RelayConfig(nil); !r.Unsafe.UnfencedComplete || r.LeaseTTL != 12*time.Second {
@@ -84,6 +84,7 @@ func TestLoadConfig(t *testing.T) {
 		{"not a duration", map[string]string{"RELAY_LEASE_TTL": "soon"}, "RELAY_LEASE_TTL"},
 		{"mode", map[string]string{"RELAY_MODE": "cdc"}, "RELAY_MODE"},
 		{"slot", map[string]string{"RELAY_MODE": "wal", "RELAY_SLOT": "Not-A-Slot"}, "RELAY_SLOT"},
+		{"standby guard", map[string]string{"RELAY_MODE": "wal", "RELAY_STANDBY_GUARD": "sometimes"}, "RELAY_STANDBY_GUARD=sometimes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
