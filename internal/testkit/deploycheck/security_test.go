@@ -18,11 +18,11 @@ import (
 const knownToken = "change-me-chaos-token"
 
 // loadEveryProfile loads docker-compose.yml with every profile and the
-// cluster's override (compose.cluster.yml: every service there is), interpolated with env
-// (KEY=VALUE) instead of the environment.
+// overrides (compose.cluster.yml, compose.ha.yml): every service there is,
+// interpolated with env (KEY=VALUE) instead of the environment.
 func loadEveryProfile(t *testing.T, env ...string) *types.Project {
 	t.Helper()
-	return loadCluster(t, env...)
+	return loadOverrides(t, []string{clusterFile, haFile}, env...)
 }
 
 func readFile(t *testing.T, parts ...string) string {
