@@ -36,11 +36,12 @@ type options struct {
 	relayMode string
 	// relayEnv is added to every relay's environment.
 	relayEnv []string
-	// ordersURL, when set, is the orders database (its owner's URL),
-	// migrated already, instead of a fresh one on the run's server; slot,
-	// when set, the WAL relays' replication slot, instead of one of the
-	// deployment's own (both: a Patroni cluster's, pgscenarios.go).
-	ordersURL, slot string
+	// databases, by service, are databases (their owners' URLs), migrated
+	// already, instead of fresh ones on the run's server; slot, when set,
+	// the WAL relays' replication slot, instead of one of the deployment's
+	// own (both: a Patroni cluster's, pgcluster.go).
+	databases map[string]string
+	slot      string
 	// wal: the scenario drives the WAL relay's slot and publication as the
 	// server's superuser and starts relays of its own, which only a local
 	// run with --relay-mode wal can do.
@@ -59,8 +60,8 @@ func (e *Env) deploy(ctx context.Context, name string, o options) (*Deployment, 
 	relayMode := cmp.Or(o.relayMode, e.RelayMode)
 	urls := map[string]string{}
 	for _, svc := range []string{"orders", "ledger", "notifications"} {
-		if svc == "orders" && o.ordersURL != "" {
-			urls[svc] = o.ordersURL
+		if u, ok := o.databases[svc]; ok {
+			urls[svc] = u
 			continue
 		}
 		u, err := e.database(ctx, svc, slug+"_"+svc)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,10 +23,9 @@ const haSlot = "outbox_wal_relay"
 const haPublication = "outbox_wal"
 
 // deployHA starts a private Patroni cluster of three replicating as sc.pg,
-// on free ports and for sc alone, puts the orders database on it (every
+// on free ports and for sc alone, puts the three databases on it (every
 // process lists the three members with target_session_attrs=read-write),
-// and deploys sc on it; the ledger and notifications stay on the run's own
-// server. The deployment's stop removes the cluster.
+// and deploys sc on it. The deployment's stop removes the cluster.
 func (e *Env) deployHA(ctx context.Context, sc Scenario) (*Deployment, error) {
 	if _, err := exec.LookPath("patroni"); err != nil {
 		return nil, skip("needs Patroni and etcd (Debian's patroni and etcd-server packages) for its PostgreSQL cluster")
@@ -43,12 +41,12 @@ func (e *Env) deployHA(ctx context.Context, sc Scenario) (*Deployment, error) {
 		return fail(fmt.Errorf("starting the Patroni cluster: %w", err))
 	}
 	wal := e.RelayMode == RelayWAL
-	ownerURL, err := haOrders(ctx, c, wal)
+	urls, err := haDatabases(ctx, c, wal)
 	if err != nil {
 		return fail(err)
 	}
 	o := sc.opts
-	o.ordersURL = ownerURL
+	o.databases = urls
 	if wal {
 		o.slot = haSlot
 	}
@@ -65,73 +63,88 @@ func (e *Env) deployHA(ctx context.Context, sc Scenario) (*Deployment, error) {
 	return d, nil
 }
 
-// haOrders creates the orders database on the cluster, migrated, its roles
-// granted, and returns its owner's URL, listing every member. It waits until
-// the cluster is whole again: Patroni creates the permanent slot once the
-// database exists and restarts each replica to copy it there, and the
-// leader goes without a synchronous standby meanwhile. In WAL mode the
-// publication exists and the slot is advanced past its creation, so the
-// relays never decode a change older than their publication.
-func haOrders(ctx context.Context, c *pgha.Cluster, wal bool) (string, error) {
+// haDatabases creates paylab's three databases on the cluster, migrated,
+// their roles granted, and returns their owners' URLs, listing every member,
+// by service. It waits until the cluster is whole again: Patroni creates the
+// permanent slot once the database orders exists and restarts each replica
+// to copy it there, and the leader goes without a synchronous standby
+// meanwhile. In WAL mode the publication exists and the slot is advanced
+// past its creation, so the relays never decode a change older than their
+// publication.
+func haDatabases(ctx context.Context, c *pgha.Cluster, wal bool) (map[string]string, error) {
 	dbs := migrate.Defaults()
-	i := slices.IndexFunc(dbs, func(db migrate.Database) bool { return db.Name == "orders" })
-	if i < 0 {
-		return "", errors.New("no orders database among migrate.Defaults")
+	for i := range dbs {
+		dbs[i].Replication = wal && dbs[i].Name == "orders"
 	}
-	db := dbs[i]
-	db.Replication = wal
 	admin := c.URL("postgres")
-	if err := migrate.Bootstrap(ctx, admin, []migrate.Database{db}); err != nil {
-		return "", fmt.Errorf("creating the orders database on the cluster: %w", err)
+	if err := migrate.Bootstrap(ctx, admin, dbs); err != nil {
+		return nil, fmt.Errorf("creating the databases on the cluster: %w", err)
 	}
-	owner, err := migrate.URL(admin, db.Name, db.Role, db.Password)
-	if err != nil {
-		return "", err
+	urls := map[string]string{}
+	for _, db := range dbs {
+		owner, err := migrate.URL(admin, db.Name, db.Role, db.Password)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := migrate.Up(ctx, owner, db.Name); err != nil {
+			return nil, err
+		}
+		if err := migrate.Grant(ctx, owner, db.Name); err != nil {
+			return nil, err
+		}
+		urls[db.Name] = owner
 	}
-	if _, err := migrate.Up(ctx, owner, "orders"); err != nil {
-		return "", err
+	if urls["orders"] == "" {
+		return nil, errors.New("no orders database among migrate.Defaults")
 	}
-	if err := migrate.Grant(ctx, owner, "orders"); err != nil {
-		return "", err
+	if err := haReady(ctx, c, wal, urls["orders"]); err != nil {
+		return nil, err
 	}
+	return urls, nil
+}
+
+// haReady waits for the permanent slot on every member and the cluster
+// whole, and in WAL mode prepares the slot for the relays.
+func haReady(ctx context.Context, c *pgha.Cluster, wal bool, owner string) error {
+	role := "orders"
 	for m := 1; m <= pgha.Members; m++ {
 		if err := await(ctx, 3*time.Minute, fmt.Sprintf("the permanent slot %s on member %d", haSlot, m), func() bool {
 			return hasSlot(ctx, c.MemberURL(m, "postgres"), haSlot)
 		}); err != nil {
-			return "", err
+			return err
 		}
 	}
 	if err := awaitWhole(ctx, c); err != nil {
-		return "", err
+		return err
 	}
 	if !wal {
-		return owner, nil
+		return nil
 	}
 	conn, err := pgx.Connect(ctx, owner)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+pgx.Identifier{haPublication}.Sanitize()+
 		" FOR TABLE outbox WITH (publish = 'insert')"); err != nil {
-		return "", fmt.Errorf("creating the publication: %w", err)
+		return fmt.Errorf("creating the publication: %w", err)
 	}
 	su, err := pgx.Connect(ctx, c.URL("orders"))
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer su.Close(context.WithoutCancel(ctx))
 	if _, err := su.Exec(ctx, "SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())", haSlot); err != nil {
-		return "", fmt.Errorf("advancing the slot past the publication: %w", err)
+		return fmt.Errorf("advancing the slot past the publication: %w", err)
 	}
 	// The WAL relays (here as the owner) publish a transaction once the
 	// synchronous standby flushed it, which they read in
 	// pg_stat_replication: without pg_read_all_stats they see no standby
 	// and hold every event (paylab init grants it the relay role).
-	if _, err := su.Exec(ctx, "GRANT pg_read_all_stats TO "+pgx.Identifier{db.Role}.Sanitize()); err != nil {
-		return "", fmt.Errorf("granting the relays pg_read_all_stats: %w", err)
+	if _, err := su.Exec(ctx, "GRANT pg_read_all_stats TO "+pgx.Identifier{role}.Sanitize()); err != nil {
+		return fmt.Errorf("granting the relays pg_read_all_stats: %w", err)
 	}
-	return owner, nil
+	return nil
 }
 
 // awaitWhole waits until the cluster has a leader streaming to both

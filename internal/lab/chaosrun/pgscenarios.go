@@ -73,6 +73,12 @@ func underHALoad(ctx context.Context, d *Deployment, s Sizes) (int, error) {
 	}); err != nil {
 		return 0, err
 	}
+	// Patroni promotes only a healthy synchronous standby (or, replicating
+	// asynchronously, a streaming replica): wait for one, else it would
+	// restart the old leader in place.
+	if err := awaitWhole(ctx, d.HA); err != nil {
+		return 0, err
+	}
 	leader := d.HA.Leader(ctx)
 	if leader == 0 {
 		return 0, errors.New("no leader under load")

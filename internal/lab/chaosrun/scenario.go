@@ -132,6 +132,12 @@ func (sc Scenario) mode() string {
 	if sc.opts.ledgers > 1 {
 		m += fmt.Sprintf(", %d ledgers", sc.opts.ledgers)
 	}
+	switch sc.pg {
+	case pgha.Synchronous, pgha.Strict:
+		m += ", sync replication"
+	case pgha.Asynchronous:
+		m += ", async replication"
+	}
 	return m
 }
 
