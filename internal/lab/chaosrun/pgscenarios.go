@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/paylab/paylab/internal/testkit/pgha"
 )
 
 // pgScenarios are the scenarios on a Patroni cluster of three PostgreSQL
@@ -31,7 +28,7 @@ func pgScenarios(outbox options) []Scenario {
 			opts:        outbox,
 			expect:      Clean,
 			stops:       stops,
-			pg:          pgha.Synchronous,
+			pg:          synchronous,
 			sizes:       ha,
 			during:      postgresLeaderKilled,
 		},
@@ -41,7 +38,7 @@ func pgScenarios(outbox options) []Scenario {
 			opts:        outbox,
 			expect:      AcknowledgedLost,
 			stops:       stops,
-			pg:          pgha.Asynchronous,
+			pg:          asynchronous,
 			sizes:       ha,
 			during:      postgresAsyncFailover,
 		},
@@ -51,7 +48,7 @@ func pgScenarios(outbox options) []Scenario {
 			opts:        outbox,
 			expect:      Clean,
 			stops:       stops,
-			pg:          pgha.Synchronous,
+			pg:          synchronous,
 			sizes:       ha,
 			during:      postgresSwitchover,
 		},
@@ -68,7 +65,7 @@ func underHALoad(ctx context.Context, d *Deployment, s Sizes) (int, error) {
 		return 0, errors.New("the deployment has no Patroni cluster")
 	}
 	if err := await(ctx, 2*time.Minute, "payments committed before the fault", func() bool {
-		n, err := ordersSince(ctx, d.HA.URL("orders"), time.Time{})
+		n, err := ordersSince(ctx, d.HA.url("orders"), time.Time{})
 		return err == nil && n >= s.Payments/haLead
 	}); err != nil {
 		return 0, err
@@ -79,7 +76,7 @@ func underHALoad(ctx context.Context, d *Deployment, s Sizes) (int, error) {
 	if err := awaitWhole(ctx, d.HA); err != nil {
 		return 0, err
 	}
-	leader := d.HA.Leader(ctx)
+	leader := d.HA.leader(ctx)
 	if leader == 0 {
 		return 0, errors.New("no leader under load")
 	}
@@ -97,7 +94,7 @@ func postgresLeaderKilled(ctx context.Context, d *Deployment, s Sizes) (string, 
 	}
 	watch := watchReadiness(ctx, []*Process{d.Orders})
 	killed := time.Now()
-	if err := d.HA.KillPostmaster(old); err != nil {
+	if err := d.HA.killPostmaster(old); err != nil {
 		return "", 0, err
 	}
 	d.mark(fmt.Sprintf("leader pg%d SIGKILLed", old))
@@ -115,7 +112,7 @@ func afterFailover(ctx context.Context, d *Deployment, old int, at time.Time, wa
 	readyErr := d.Orders.WaitReady(ctx)
 	note := fmt.Sprintf("%s, %s; orders API: %s", what, f, strings.Join(strings.Fields(watch.stop()), " "))
 	if d.RelayMode == RelayWAL {
-		if !hasSlot(ctx, d.HA.MemberURL(f.leader, "orders"), haSlot) {
+		if !hasSlot(ctx, d.HA.memberURL(f.leader, "orders"), haSlot) {
 			return note, f.writable, fmt.Errorf("the slot %s is not on the new leader pg%d", haSlot, f.leader)
 		}
 		note += fmt.Sprintf("; slot %s found on pg%d", haSlot, f.leader)
@@ -133,7 +130,7 @@ const haFreeze = 1500 * time.Millisecond
 
 // postgresAsyncFailover is the replication hole: with asynchronous
 // replication a commit returns before any replica has it. Both replicas'
-// walreceivers are frozen (pgha.FreezeReplica), the leader commits and
+// walreceivers are frozen (SIGSTOP), the leader commits and
 // acknowledges payments alone, then dies; the frozen walreceivers are killed
 // with it, so what they held unflushed is gone too, and Patroni promotes a
 // replica that lacks those payments.
@@ -142,42 +139,42 @@ func postgresAsyncFailover(ctx context.Context, d *Deployment, s Sizes) (string,
 	if err != nil {
 		return "", 0, err
 	}
-	var frozen []*pgha.Frozen
+	var frozen []*frozenReceiver
 	defer func() {
 		for _, f := range frozen {
-			_ = f.Thaw()
+			f.thaw()
 		}
 	}()
-	for m := 1; m <= pgha.Members; m++ {
+	for m := 1; m <= haMembers; m++ {
 		if m == old {
 			continue
 		}
-		f, err := d.HA.FreezeReplica(ctx, m)
+		f, err := d.HA.freezeReplica(ctx, m)
 		if err != nil {
 			return "", 0, err
 		}
 		frozen = append(frozen, f)
 	}
 	d.mark("replicas frozen")
-	before, err := ordersSince(ctx, d.HA.MemberURL(old, "postgres"), time.Time{})
+	before, err := ordersSince(ctx, d.HA.memberURL(old, "postgres"), time.Time{})
 	if err != nil {
 		return "", 0, err
 	}
 	pause(ctx, haFreeze)
-	after, err := ordersSince(ctx, d.HA.MemberURL(old, "postgres"), time.Time{})
+	after, err := ordersSince(ctx, d.HA.memberURL(old, "postgres"), time.Time{})
 	if err != nil {
 		return "", 0, err
 	}
 	watch := watchReadiness(ctx, []*Process{d.Orders})
 	killed := time.Now()
-	if err := d.HA.KillPostmaster(old); err != nil {
+	if err := d.HA.killPostmaster(old); err != nil {
 		return "", 0, err
 	}
 	for _, f := range frozen {
 		// A walreceiver killed is a crash of its replica's PostgreSQL,
 		// which restarts from what it flushed: what the frozen process
 		// held in its socket is gone with the leader.
-		_ = syscall.Kill(f.PID, syscall.SIGKILL)
+		f.kill()
 	}
 	d.mark(fmt.Sprintf("leader pg%d SIGKILLed", old))
 	note, rec, err := afterFailover(ctx, d, old, killed, watch, "leader killed")
@@ -192,7 +189,7 @@ func postgresSwitchover(ctx context.Context, d *Deployment, s Sizes) (string, ti
 	if err != nil {
 		return "", 0, err
 	}
-	candidate := d.HA.SynchronousStandby(ctx)
+	candidate := d.HA.synchronousStandby(ctx)
 	if candidate == 0 {
 		return "", 0, errors.New("no synchronous standby to switch over to")
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/paylab/paylab/internal/lab/reconcile"
-	"github.com/paylab/paylab/internal/testkit/pgha"
 )
 
 // Expect says what a scenario must show to pass.
@@ -65,7 +64,7 @@ type Scenario struct {
 	// pg: the orders database runs on a private Patroni cluster of three
 	// replicating so, started for the scenario alone (pgscenarios.go); ""
 	// for the run's single PostgreSQL server.
-	pg pgha.Replication
+	pg replication
 	// sizes, when set, adjusts the run's sizes for the scenario.
 	sizes func(Sizes) Sizes
 	// during runs while the load runs; it returns a note for the report
@@ -133,9 +132,9 @@ func (sc Scenario) mode() string {
 		m += fmt.Sprintf(", %d ledgers", sc.opts.ledgers)
 	}
 	switch sc.pg {
-	case pgha.Synchronous, pgha.Strict:
+	case synchronous:
 		m += ", sync replication"
-	case pgha.Asynchronous:
+	case asynchronous:
 		m += ", async replication"
 	}
 	return m

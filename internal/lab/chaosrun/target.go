@@ -8,7 +8,6 @@ import (
 
 	"github.com/paylab/paylab/internal/lab/reconcile"
 	"github.com/paylab/paylab/internal/lab/supervise"
-	"github.com/paylab/paylab/internal/testkit/pgha"
 )
 
 // Target is where scenarios run: the local supervisor (Env), which starts a
@@ -45,7 +44,7 @@ type Deployment struct {
 	RelayMode     string        // the relays' RELAY_MODE: RelayPoll or RelayWAL
 	// HA is the Patroni cluster the orders database runs on, for the
 	// scenarios that fail its leader over (pgscenarios.go); nil otherwise.
-	HA *pgha.Cluster
+	HA *haCluster
 
 	apiKeys    apiKeys              // Keys
 	servers    servers              // nil when the target cannot stop its servers
