@@ -102,4 +102,5 @@ func ExampleMigrations() {
 	// 00004_outbox_unordered.sql
 	// 00005_outbox_wal_reader.sql
 	// 00006_outbox_wal_generation.sql
+	// 00007_outbox_lean_pending.sql
 }

@@ -37,22 +37,33 @@ SELECT pg_notify(@channel::text, '') FROM inserted WHERE @notify::boolean;
 -- Sequences start at 1 without gaps, so an event with sequence 1 is its
 -- aggregate's oldest by definition and skips that lookup (most aggregates
 -- have one event); an unordered event (sequence 0) skips it too, and does
--- not count as older for the ordered ones. SKIP LOCKED lets concurrent relays take disjoint batches
--- without waiting. reclaimed is true for rows whose previous lease expired
--- without a completion, i.e. taken over from a relay that died or stalled.
+-- not count as older for the ordered ones. A later event looks for an
+-- undispatched sequence 1 by key (the unique index) and for undispatched
+-- ones after it in the partial index of pending later events (migration 7:
+-- a first event never enters it). SKIP LOCKED lets concurrent relays take
+-- disjoint batches without waiting. reclaimed is true for rows whose
+-- previous lease expired without a completion, i.e. taken over from a relay
+-- that died or stalled.
 WITH candidates AS (
     SELECT o.id, o.lease_owner AS previous_owner
     FROM /* TEMPLATE: table */outbox o
     WHERE o.dispatched_at IS NULL
       AND o.parked_at IS NULL
       AND (o.leased_until IS NULL OR o.leased_until < now())
-      AND (o.sequence <= 1 OR NOT EXISTS (
+      AND (o.sequence <= 1 OR (NOT EXISTS (
+          SELECT 1 FROM /* TEMPLATE: table */outbox head
+          WHERE head.aggregate_type = o.aggregate_type
+            AND head.aggregate_id = o.aggregate_id
+            AND head.sequence = 1
+            AND head.sequence < o.sequence -- always true; keeps the lookup per row, never a hash of the table
+            AND head.dispatched_at IS NULL)
+        AND NOT EXISTS (
           SELECT 1 FROM /* TEMPLATE: table */outbox older
           WHERE older.aggregate_type = o.aggregate_type
             AND older.aggregate_id = o.aggregate_id
-            AND older.sequence > 0
+            AND older.sequence > 1
             AND older.sequence < o.sequence
-            AND older.dispatched_at IS NULL))
+            AND older.dispatched_at IS NULL)))
     ORDER BY o.id
     LIMIT sqlc.arg(batch_size)
     FOR UPDATE OF o SKIP LOCKED
