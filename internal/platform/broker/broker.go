@@ -127,14 +127,24 @@ func TopicReplication(admin sarama.ClusterAdmin, topic string) (Replication, err
 
 // TopicMinInSync reads topic's min.insync.replicas.
 func TopicMinInSync(admin sarama.ClusterAdmin, topic string) (string, error) {
-	results, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic,
-		ConfigNames: []string{"min.insync.replicas"}}}, sarama.DescribeConfigsOptions{})
-	switch {
-	case err != nil:
-	case len(results) != 1:
-		err = fmt.Errorf("%d answers", len(results))
-	case results[0].ErrorCode != sarama.ErrNoError:
-		err = results[0].ErrorCode
+	var results []*sarama.ConfigResourceResult
+	var err error
+	// A topic just created reaches every broker's metadata a moment later:
+	// the broker asked may not know it yet (TopicReplication waits alike).
+	for attempt := 0; ; attempt++ {
+		results, err = admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic,
+			ConfigNames: []string{"min.insync.replicas"}}}, sarama.DescribeConfigsOptions{})
+		switch {
+		case err != nil:
+		case len(results) != 1:
+			err = fmt.Errorf("%d answers", len(results))
+		case results[0].ErrorCode != sarama.ErrNoError:
+			err = results[0].ErrorCode
+		}
+		if !errors.Is(err, sarama.ErrUnknownTopicOrPartition) || attempt == 50 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	if err != nil {
 		return "", fmt.Errorf("reading min.insync.replicas of %s: %w", topic, err)
