@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -56,20 +57,46 @@ func KafkaProducerConfig(leaseTTL time.Duration) *sarama.Config {
 	return cfg
 }
 
-// ack is the result of one message, routed back to its batch.
-type ack struct {
-	index int
-	err   error
+// acks collects a batch's acknowledgements: route records each message's
+// result, and the batch's goroutine wakes once, when the last one is in,
+// instead of once per message.
+type acks struct {
+	mu        sync.Mutex
+	errs      []error
+	done      []bool
+	left      int           // results still expected
+	all       chan struct{} // closed when left reaches 0
+	abandoned bool          // the batch stopped waiting: results are dropped
+}
+
+func newAcks(n int) *acks {
+	a := &acks{errs: make([]error, n), done: make([]bool, n), left: n, all: make(chan struct{})}
+	if n == 0 {
+		close(a.all)
+	}
+	return a
+}
+
+// set records message i's result.
+func (a *acks) set(i int, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.abandoned || a.done[i] {
+		return
+	}
+	a.errs[i], a.done[i] = err, true
+	if a.left--; a.left == 0 {
+		close(a.all)
+	}
 }
 
 // ticket travels in a message's Metadata to find its batch again.
 type ticket struct {
-	index   int
-	results chan<- ack
+	index int
+	acks  *acks
 }
 
 // route hands every success and error to the batch that sent the message.
-// A batch that stopped waiting still has room in its buffered channel.
 func (p *KafkaPublisher) route() {
 	defer close(p.done)
 	successes, errs := p.producer.Successes(), p.producer.Errors()
@@ -80,60 +107,88 @@ func (p *KafkaPublisher) route() {
 				successes = nil
 				continue
 			}
-			if t, ok := m.Metadata.(ticket); ok {
-				t.results <- ack{index: t.index}
+			if t, ok := m.Metadata.(*ticket); ok {
+				t.acks.set(t.index, nil)
 			}
 		case pe, ok := <-errs:
 			if !ok {
 				errs = nil
 				continue
 			}
-			if t, ok := pe.Msg.Metadata.(ticket); ok {
-				t.results <- ack{index: t.index, err: classify(pe.Err)}
+			if t, ok := pe.Msg.Metadata.(*ticket); ok {
+				t.acks.set(t.index, classify(pe.Err))
 			}
 		}
 	}
 }
 
 // Publish sends events and waits for all their acks or for ctx to end.
+// A batch that stopped waiting drops the acks still to come.
 func (p *KafkaPublisher) Publish(ctx context.Context, events []Event) []error {
-	results := make(chan ack, len(events))
-	errs := make([]error, len(events))
-	done := make([]bool, len(events))
-	sent := 0
+	a := newAcks(len(events))
+	msgs := p.encode(events, a)
 send:
-	for i := range events {
-		msg := events[i].ProducerMessage(p.source)
-		msg.Metadata = ticket{index: i, results: results}
+	for i := range msgs {
 		select {
-		case p.producer.Input() <- msg:
-			sent++
+		case p.producer.Input() <- &msgs[i]:
 		case <-ctx.Done():
 			for j := i; j < len(events); j++ {
-				errs[j], done[j] = fmt.Errorf("not sent: %w", ctx.Err()), true
+				a.set(j, fmt.Errorf("not sent: %w", ctx.Err()))
 			}
 			break send
 		}
 	}
-	failed := sent < len(events)
-	for received := 0; received < sent; received++ {
-		select {
-		case a := <-results:
-			errs[a.index], done[a.index] = a.err, true
-			failed = failed || a.err != nil
-		case <-ctx.Done():
-			for i := range errs {
-				if !done[i] {
-					errs[i] = fmt.Errorf("waiting for the broker's ack: %w", ctx.Err())
-				}
-			}
-			return errs
+	select {
+	case <-a.all:
+	case <-ctx.Done():
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.abandoned = true
+	failed := false
+	for i := range a.errs {
+		if !a.done[i] {
+			a.errs[i] = fmt.Errorf("waiting for the broker's ack: %w", ctx.Err())
 		}
+		failed = failed || a.errs[i] != nil
 	}
 	if !failed {
 		return nil
 	}
-	return errs
+	return a.errs
+}
+
+// encode builds the batch's messages, as Event.ProducerMessage does, in a
+// few allocations for the whole batch instead of several per message: the
+// messages, their tickets, keys and values, headers and the headers' bytes
+// each share one slice. The key is the aggregate id's bytes, so the
+// partition is the one its string would give.
+func (p *KafkaPublisher) encode(events []Event, a *acks) []sarama.ProducerMessage {
+	msgs := make([]sarama.ProducerMessage, len(events))
+	tickets := make([]ticket, len(events))
+	encoders := make([]sarama.ByteEncoder, 2*len(events)) // key, value
+	headers, size := 0, 0
+	for i := range events {
+		headers += events[i].headerCount()
+		size += events[i].recordBytes(p.source)
+	}
+	w := recordWriter{headers: make([]sarama.RecordHeader, 0, headers), buf: make([]byte, 0, size)}
+	for i := range events {
+		e := &events[i]
+		first := len(w.headers)
+		w.writeHeaders(e, p.source)
+		tickets[i] = ticket{index: i, acks: a}
+		key, value := &encoders[2*i], &encoders[2*i+1]
+		*key, *value = w.bytes(e.AggregateID), sarama.ByteEncoder(e.Payload)
+		msgs[i] = sarama.ProducerMessage{
+			Topic:    e.Topic,
+			Key:      key,
+			Value:    value,
+			Headers:  w.headers[first:len(w.headers):len(w.headers)],
+			Metadata: &tickets[i],
+		}
+	}
+	return msgs
 }
 
 // Close flushes and closes the producer.

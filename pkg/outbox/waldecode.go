@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
 
 	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
@@ -69,15 +68,26 @@ var fixedWidth = [...]struct{ col, n int }{
 }
 
 // walDecoder turns pgoutput Relation and Insert messages into walEvents.
+// Inserts are decoded straight from the message's bytes (walinsert.go):
+// the relay's CPU per event is mostly decoding and encoding, and a generic
+// tuple decoder allocates a column and a copy per column.
 type walDecoder struct {
 	table walTable
-	// relations maps each relation id the stream described to the position
-	// of each outbox column in its tuples; nil for another table.
-	relations map[uint32]*[numWALColumns]int
+	// relations maps each relation id the stream described to the layout
+	// of its tuples; nil for another table.
+	relations map[uint32]*walRelation
+	scratch   []byte // reused to gather an event's text columns
+}
+
+// walRelation is the outbox table's tuple layout, from its Relation
+// message: how many columns a tuple has, and which outbox column (or -1,
+// for a column the relay does not read) each position holds.
+type walRelation struct {
+	columns []int8
 }
 
 func newWALDecoder(table walTable) *walDecoder {
-	return &walDecoder{table: table, relations: map[uint32]*[numWALColumns]int{}}
+	return &walDecoder{table: table, relations: map[uint32]*walRelation{}}
 }
 
 // relation records a table's column layout; pgoutput sends it before the
@@ -87,11 +97,16 @@ func (d *walDecoder) relation(m *pglogrepl.RelationMessage) error {
 		d.relations[m.RelationID] = nil // not the outbox: its inserts are ignored
 		return nil
 	}
+	if len(m.Columns) != int(m.ColumnNum) {
+		return fmt.Errorf("outbox table %s.%s: the relation message lists %d columns of %d", m.Namespace, m.RelationName, len(m.Columns), m.ColumnNum)
+	}
 	var pos [numWALColumns]int
 	for i := range pos {
 		pos[i] = -1
 	}
+	rel := &walRelation{columns: make([]int8, len(m.Columns))}
 	for i, c := range m.Columns {
+		rel.columns[i] = -1
 		for k, want := range walColumns {
 			if c.Name != want.name {
 				continue
@@ -99,7 +114,10 @@ func (d *walDecoder) relation(m *pglogrepl.RelationMessage) error {
 			if c.DataType != want.oid {
 				return fmt.Errorf("outbox column %s has type oid %d, want %d", c.Name, c.DataType, want.oid)
 			}
-			pos[k] = i
+			if pos[k] >= 0 {
+				return fmt.Errorf("outbox table %s.%s has two columns named %s", m.Namespace, m.RelationName, c.Name)
+			}
+			pos[k], rel.columns[i] = i, int8(k)
 		}
 	}
 	for k, p := range pos {
@@ -107,80 +125,8 @@ func (d *walDecoder) relation(m *pglogrepl.RelationMessage) error {
 			return fmt.Errorf("outbox table %s.%s has no column %s", m.Namespace, m.RelationName, walColumns[k].name)
 		}
 	}
-	d.relations[m.RelationID] = &pos
+	d.relations[m.RelationID] = rel
 	return nil
-}
-
-// insert decodes an inserted outbox row; ok is false for other tables. A
-// row that cannot become an Event (undecodable headers) comes back with err
-// set, to be parked as the polling relay parks it.
-func (d *walDecoder) insert(m *pglogrepl.InsertMessage) (e walEvent, ok bool, err error) {
-	pos, described := d.relations[m.RelationID]
-	if !described {
-		// pgoutput describes a relation before its first change in a
-		// session: an insert it did not describe cannot be told apart from
-		// an outbox insert, and skipping it could skip an event.
-		return e, true, fmt.Errorf("an insert into relation %d, which the stream has not described", m.RelationID)
-	}
-	if pos == nil {
-		return e, false, nil
-	}
-	cols := m.Tuple.Columns
-	col := func(k int) ([]byte, error) {
-		i := pos[k]
-		if i >= len(cols) {
-			return nil, fmt.Errorf("column %s missing from the tuple", walColumns[k].name)
-		}
-		c := cols[i]
-		if c.DataType != pglogrepl.TupleDataTypeBinary {
-			return nil, fmt.Errorf("column %s: tuple data kind %q, want binary", walColumns[k].name, c.DataType)
-		}
-		return c.Data, nil
-	}
-	var raw [numWALColumns][]byte
-	for k := range raw {
-		if raw[k], err = col(k); err != nil {
-			return e, true, err
-		}
-	}
-	fixed := func(k, n int) error {
-		if len(raw[k]) != n {
-			return fmt.Errorf("column %s: %d bytes, want %d", walColumns[k].name, len(raw[k]), n)
-		}
-		return nil
-	}
-	for _, f := range fixedWidth {
-		if err := fixed(f.col, f.n); err != nil {
-			return e, true, err
-		}
-	}
-	e.id = int64(binary.BigEndian.Uint64(raw[colID]))
-	e.createdAt = pgTime(raw[colCreatedAt])
-	payload, err := jsonbText(raw[colPayload])
-	if err != nil {
-		return e, true, fmt.Errorf("payload of outbox row %d: %w", e.id, err)
-	}
-	e.event = Event{
-		ID:            uuid.UUID(raw[colEventID]),
-		AggregateType: string(raw[colAggregateType]),
-		AggregateID:   string(raw[colAggregateID]),
-		Type:          string(raw[colEventType]),
-		SchemaVersion: int(int32(binary.BigEndian.Uint32(raw[colSchemaVersion]))),
-		Sequence:      int64(binary.BigEndian.Uint64(raw[colSequence])),
-		Topic:         string(raw[colTopic]),
-		Payload:       payload,
-		OccurredAt:    pgTime(raw[colOccurredAt]),
-	}
-	headers, err := jsonbText(raw[colHeaders])
-	if err != nil {
-		return e, true, fmt.Errorf("headers of outbox row %d: %w", e.id, err)
-	}
-	if len(headers) > 0 && string(headers) != "{}" {
-		if err := json.Unmarshal(headers, &e.event.Headers); err != nil {
-			e.err = Permanent(fmt.Errorf("decoding the headers of event %s: %w", e.event.ID, err))
-		}
-	}
-	return e, true, nil
 }
 
 // jsonbText strips the version byte of jsonb's binary form, leaving the
@@ -208,10 +154,9 @@ func walEventFromHandover(x outboxdb.WALHandoverEventsRow) walEvent {
 		SchemaVersion: int(x.SchemaVersion), Sequence: x.Sequence, Topic: x.Topic, Payload: x.Payload,
 		OccurredAt: x.OccurredAt,
 	}}
-	if len(x.Headers) > 0 && string(x.Headers) != "{}" {
-		if err := json.Unmarshal(x.Headers, &w.event.Headers); err != nil {
-			w.err = Permanent(fmt.Errorf("decoding the headers of event %s: %w", x.EventID, err))
-		}
+	var err error
+	if w.event.Headers, err = decodeHeaders(string(x.Headers)); err != nil {
+		w.err = Permanent(fmt.Errorf("decoding the headers of event %s: %w", x.EventID, err))
 	}
 	return w
 }

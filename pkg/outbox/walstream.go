@@ -209,6 +209,7 @@ func (r *WALRelay) stream(ctx, lctx context.Context, rs *readerState) (err error
 		confirmed atomic.Uint64 // end of the last transaction published and marked
 		inflight  atomic.Int64  // batches handed to the publisher and not yet confirmed
 		pubCh     = make(chan *walBatch)
+		free      = make(chan *walBatch, 2) // batches marked, for the reader to fill again
 		markCh    = make(chan *walBatch, 1)
 		wg        sync.WaitGroup
 		pubErr    error
@@ -283,11 +284,12 @@ func (r *WALRelay) stream(ctx, lctx context.Context, rs *readerState) (err error
 				confirmed.Store(uint64(b.endLSN))
 			}
 			inflight.Add(-1)
+			recycle(free, b)
 		}
 	}()
 
 	rd := &walReader{r: r, conn: conn, rctx: rctx, pubCh: pubCh, confirmed: &confirmed, inflight: &inflight,
-		dec: newWALDecoder(table), batch: r.newBatch(), lastStatus: time.Now(), checkedAt: time.Now()}
+		free: free, dec: newWALDecoder(table), batch: r.newBatch(nil), lastStatus: time.Now(), checkedAt: time.Now()}
 	r.health.set(nil)
 	readErr := rd.run()
 	stopDrain()
@@ -306,8 +308,30 @@ func (r *WALRelay) stream(ctx, lctx context.Context, rs *readerState) (err error
 	return errors.Join(readErr, pubErr, markErr)
 }
 
-func (r *WALRelay) newBatch() *walBatch {
-	return &walBatch{events: make([]walEvent, 0, min(r.cfg.BatchSize, 1024))}
+// newBatch returns an empty batch: one from free, marked and no longer
+// used, if there is one, or a new one with room for a full batch (up to
+// walBatchRoom events), so that appending never copies the events.
+func (r *WALRelay) newBatch(free <-chan *walBatch) *walBatch {
+	select {
+	case b := <-free:
+		return b
+	default:
+		return &walBatch{events: make([]walEvent, 0, min(r.cfg.BatchSize, walBatchRoom))}
+	}
+}
+
+// walBatchRoom bounds the room a new batch is given.
+const walBatchRoom = 8192
+
+// recycle empties a marked batch (so it keeps nothing of its events alive)
+// and keeps it in free for the reader, unless free is full.
+func recycle(free chan<- *walBatch, b *walBatch) {
+	clear(b.events)
+	*b = walBatch{events: b.events[:0]}
+	select {
+	case free <- b:
+	default:
+	}
 }
 
 // walReader is the reading stage of one stream.
@@ -316,6 +340,7 @@ type walReader struct {
 	conn      *pgconn.PgConn
 	rctx      context.Context
 	pubCh     chan<- *walBatch
+	free      <-chan *walBatch // marked batches, to fill again
 	confirmed *atomic.Uint64
 	inflight  *atomic.Int64
 	dec       *walDecoder
@@ -379,6 +404,7 @@ func (rd *walReader) handoff(block bool) bool {
 	// commit has not been streamed yet (kept as it was if not handed over).
 	wasOpen := b.open
 	b.open = wasOpen || rd.inTx
+	n := len(b.events) // b is the publisher's once handed over, then recycled
 	rd.inflight.Add(1)
 	if !block {
 		select {
@@ -407,34 +433,56 @@ func (rd *walReader) handoff(block bool) bool {
 			}
 		}
 	}
-	if len(b.events) > 0 {
-		rd.r.metrics.batchSize.Observe(float64(len(b.events)))
+	if n > 0 {
+		rd.r.metrics.batchSize.Observe(float64(n))
 	}
-	rd.batch = rd.r.newBatch()
+	rd.batch = rd.r.newBatch(rd.free)
 	return true
 }
 
-// run reads until rctx ends (nil) or the stream fails.
+// run reads until rctx ends (nil) or the stream fails. Its wake-ups are
+// read deadlines on the connection rather than a context per receive,
+// which pgconn would watch, at a few allocations per message; the end of
+// rctx sets a deadline too. The connection has no read deadline after run.
 func (rd *walReader) run() error {
+	nc := rd.conn.Conn()
 	var (
-		recvCtx    context.Context
-		recvCancel context.CancelFunc = func() {}
-		deadline   time.Time
+		mu       sync.Mutex // orders the end of rctx against the wake-ups and the return
+		stopped  bool       // rctx ended: the deadline stays in the past
+		returned bool
+		deadline time.Time
 	)
-	defer func() { recvCancel() }()
+	stopWatch := context.AfterFunc(rd.rctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !returned {
+			stopped = true
+			_ = nc.SetReadDeadline(time.Now())
+		}
+	})
+	defer func() {
+		stopWatch()
+		mu.Lock()
+		defer mu.Unlock()
+		returned = true
+		_ = nc.SetReadDeadline(time.Time{})
+	}()
 	wake := func(d time.Duration) {
-		recvCancel()
+		mu.Lock()
+		defer mu.Unlock()
 		deadline = time.Now().Add(d)
-		recvCtx, recvCancel = context.WithDeadline(rd.rctx, deadline)
+		if !stopped {
+			_ = nc.SetReadDeadline(deadline)
+		}
 	}
 	wake(walIdleWake)
 	for {
-		msg, err := rd.conn.ReceiveMessage(recvCtx)
+		msg, err := rd.conn.ReceiveMessage(context.Background())
 		if err != nil {
 			if rd.rctx.Err() != nil {
 				return nil
 			}
-			if recvCtx.Err() == nil {
+			if !pgconn.Timeout(err) {
 				return fmt.Errorf("receiving from the replication stream: %w", err)
 			}
 			// The wake-up: hand a waiting batch over, report progress.
@@ -497,6 +545,9 @@ func (rd *walReader) copyData(data []byte) error {
 		if err != nil {
 			return fmt.Errorf("parsing WAL data: %w", err)
 		}
+		if len(xld.WALData) > 0 && xld.WALData[0] == byte(pglogrepl.MessageTypeInsert) {
+			return rd.insert(xld.WALData[1:]) // most messages: decoded in place
+		}
 		m, err := pglogrepl.Parse(xld.WALData)
 		if err != nil {
 			return fmt.Errorf("decoding a pgoutput message: %w", err)
@@ -512,19 +563,6 @@ func (rd *walReader) message(m pglogrepl.Message) error {
 		return rd.dec.relation(m)
 	case *pglogrepl.BeginMessage:
 		rd.inTx, rd.xid = true, m.Xid
-	case *pglogrepl.InsertMessage:
-		e, ok, err := rd.dec.insert(m)
-		if err != nil {
-			return fmt.Errorf("decoding an outbox insert: %w", err)
-		}
-		if !ok {
-			return nil
-		}
-		e.xid = rd.xid
-		rd.batch.events = append(rd.batch.events, e)
-		if len(rd.batch.events) >= rd.r.cfg.BatchSize {
-			rd.handoff(true)
-		}
 	case *pglogrepl.CommitMessage:
 		rd.inTx = false
 		if rd.pending() || rd.inflight.Load() > 0 {
@@ -533,6 +571,24 @@ func (rd *walReader) message(m pglogrepl.Message) error {
 		} else {
 			rd.idle = lsnMax(rd.idle, m.TransactionEndLSN)
 		}
+	}
+	return nil
+}
+
+// insert takes an Insert message (after its type byte) into the batch if
+// it is an outbox event.
+func (rd *walReader) insert(src []byte) error {
+	e, ok, err := rd.dec.insert(src)
+	if err != nil {
+		return fmt.Errorf("decoding an outbox insert: %w", err)
+	}
+	if !ok {
+		return nil
+	}
+	e.xid = rd.xid
+	rd.batch.events = append(rd.batch.events, e)
+	if len(rd.batch.events) >= rd.r.cfg.BatchSize {
+		rd.handoff(true)
 	}
 	return nil
 }
