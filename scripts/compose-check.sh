@@ -4,16 +4,27 @@
 #   make compose-check
 #
 # Builds the images, brings the whole deployment up and waits for its health
-# checks, places payments through the orders API (one of them replayed by its
-# Idempotency-Key), waits for the ledger to book them and Mailpit to hold the
-# receipts, scales the relays to three, runs the chaos service's quick set
-# inside the compose network (every relay found by name; the deployment runs
-# with CHAOS_ENABLED=true and a fresh CHAOS_TOKEN), and takes it all down
-# again (`down -v`), also when a step fails.
+# checks, checks that init printed the demo merchant's API key and that the
+# API refuses a request without one, places payments through the orders API
+# with a key of its own (one of them replayed by its Idempotency-Key), waits
+# for the ledger to book them and Mailpit to hold the receipts, checks that
+# every service connects to PostgreSQL as its own runtime role and that such
+# a role is refused DDL and the other services' databases, scales the relays
+# to three, runs the chaos service's quick set inside the compose network
+# (every relay found by name; the deployment runs with CHAOS_ENABLED=true and
+# a fresh CHAOS_TOKEN), and takes it all down again (`down -v`), also when a
+# step fails.
+#
+# With compose.cluster.yml in COMPOSE_FILE (Kafka as three secured brokers)
+# it also checks the cluster from the host: TestComposeClusterRefusesLive
+# (internal/testkit/deploycheck) connects to the published listeners with
+# the CA of kafka-tls and is refused without TLS, without credentials, with
+# a wrong password, and as a principal the ACLs do not allow.
 #
 # Needs a Docker engine with compose v2 and buildx, able to build or pull the
-# images docker-compose.yml and the Dockerfile name, plus curl and jq. It is
-# not part of make test (no Docker engine in CI).
+# images docker-compose.yml and the Dockerfile name, plus curl and jq (and
+# Go for the cluster's check). It is not part of make test (no Docker engine
+# in CI).
 #
 # Settings (the environment):
 #   COMPOSE_PROJECT_NAME  the project (default paylab-check, so a `docker
@@ -21,7 +32,9 @@
 #   COMPOSE_FILE          compose's own list of files, ':'-separated, e.g.
 #                         docker-compose.yml:ports-override.yml to publish
 #                         PostgreSQL and Kafka elsewhere when make env-up's
-#                         servers hold 55432/59092
+#                         servers hold 55432/59092, or
+#                         docker-compose.yml:compose.cluster.yml:ports-override.yml
+#                         for the secured Kafka cluster
 #   COMPOSE_CHECK_WAIT    seconds to wait for health, the ledger, the mail (300)
 #   COMPOSE_CHECK_KEEP=1  leave the deployment running (no down -v at the end)
 set -euo pipefail
@@ -100,14 +113,27 @@ api=$(published orders 8080)
 ledger=$(published ledger 8082)
 mailpit=$(published mailpit 8025)
 
+step "the demo API key init printed, and a request without a key"
+# init printed the demo merchant's key (docs/compose.md: the curl of the
+# README uses it); the API answers it, and refuses a request without one.
+demo_key=$(docker compose logs --no-log-prefix init | sed -n 's/^PAYLAB_API_KEY=\(plk_[A-Za-z0-9_]*\).*/\1/p' | tail -1)
+[ -n "$demo_key" ] || fail "init printed no demo API key"
+code=$(curl -sS -o /dev/null -w '%{http_code}' "http://$api/v1/orders/0193a5c2-7f3e-7b1a-9c1d-3e5f7a9b1c2d" \
+  -H "Authorization: Bearer $demo_key")
+echo "  GET /v1/orders/<unknown> with the demo key -> $code"
+[ "$code" = 404 ] || fail "the demo key: GET of an unknown order answered $code, want 404"
+code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST "http://$api/v1/payments" -H 'Content-Type: application/json' \
+  -H "Idempotency-Key: $merchant-nokey" -d '{"customer_id":"cus_check","amount":1,"currency":"EUR"}')
+echo "  POST /v1/payments without a key -> $code"
+[ "$code" = 401 ] || fail "a payment without an API key answered $code, want 401"
+
 step "an API key of $merchant (paylab keys create, in the init image)"
-# init printed the demo merchant's key; the check pays to a merchant of its
-# own, whose key it creates as the databases' owners do.
-docker compose logs --no-log-prefix init | grep -q '^PAYLAB_API_KEY=plk_' || fail "init printed no demo API key"
+# The check pays to a merchant of its own, whose key it creates as the
+# databases' owners do.
 api_key=$(docker compose run --rm --no-deps -T \
   -e ORDERS_DATABASE_URL="postgres://orders:${ORDERS_DB_PASSWORD:-orders}@postgres:5432/orders?sslmode=disable" \
   -e LEDGER_DATABASE_URL="postgres://ledger:${LEDGER_DB_PASSWORD:-ledger}@postgres:5432/ledger?sslmode=disable" \
-  init paylab keys create --merchant "$merchant" --name compose-check | head -1)
+  init paylab keys create --merchant "$merchant" --name compose-check | awk 'NR == 1') # not head: it would break the pipe
 case "$api_key" in plk_*) ;; *) fail "paylab keys create printed no key: $api_key" ;; esac
 
 step "$payments payments to $merchant through http://$api"
@@ -154,6 +180,33 @@ echo "  Mailpit: ${receipts:-0} receipts"
 [ "${balance#-}" = "$want" ] || fail "ledger balance ${balance:-none}, want $want"
 [ "${receipts:-0}" -ge "$payments" ] || fail "${receipts:-0} receipts in Mailpit, want $payments"
 
+step "the database roles: each service as its runtime role, no DDL, no other database"
+# Who is connected to which database (the console and the host-side tools
+# connect as the owners; the services never do).
+psql_as() { # psql_as ROLE PASSWORD DATABASE SQL: runs SQL as ROLE over TCP in the postgres container
+  docker compose exec -T -e PGPASSWORD="$2" postgres psql -h 127.0.0.1 -U "$1" -d "$3" -v ON_ERROR_STOP=1 -Atc "$4"
+}
+sessions=$(psql_as postgres "${POSTGRES_PASSWORD:-dev-only-postgres}" postgres \
+  "SELECT datname || ' ' || usename FROM pg_stat_activity WHERE backend_type = 'client backend' AND datname IS NOT NULL GROUP BY 1 ORDER BY 1")
+echo "$sessions" | sed 's/^/  session: /'
+for want in "orders orders_api" "orders orders_relay" "ledger ledger_app" "notifications notifications_app"; do
+  echo "$sessions" | grep -qx "$want" || fail "no session of ${want#* } on ${want% *}: the services do not connect as their runtime roles"
+done
+for c in "orders_api ${ORDERS_API_DB_PASSWORD:-dev-only-orders-api} orders ledger" \
+  "orders_relay ${ORDERS_RELAY_DB_PASSWORD:-dev-only-orders-relay} orders ledger" \
+  "ledger_app ${LEDGER_APP_DB_PASSWORD:-dev-only-ledger-app} ledger orders" \
+  "notifications_app ${NOTIFICATIONS_APP_DB_PASSWORD:-dev-only-notifications-app} notifications orders"; do
+  set -- $c
+  if out=$(psql_as "$1" "$2" "$3" "CREATE TABLE compose_check_ddl (id int)" 2>&1); then
+    fail "$1 created a table in $3: runtime roles must not run DDL"
+  fi
+  echo "  $1 on $3: CREATE TABLE refused ($(echo "$out" | grep -o 'permission denied.*' | tr -d '"' | awk 'NR == 1'))"
+  if out=$(psql_as "$1" "$2" "$4" "SELECT 1" 2>&1); then
+    fail "$1 connected to $4, another service's database"
+  fi
+  echo "  $1 on $4: connection refused ($(echo "$out" | grep -o 'permission denied.*' | tr -d '"' | awk 'NR == 1'))"
+done
+
 step "docker compose up -d --wait --scale relay=3"
 docker compose up -d --wait --wait-timeout "$wait_s" --scale relay=3
 docker compose ps relay --format 'table {{.Name}}\t{{.Status}}'
@@ -179,5 +232,24 @@ rm -f "$log"
 echo "what the chaos service killed, brought back by the restart policy:"
 docker inspect -f '  {{.Name}} restarts={{.RestartCount}} {{.State.Status}} {{.State.Health.Status}}' \
   $(docker compose ps -q orders relay ledger notifications)
+
+if docker compose config --services | grep -qx kafka-2; then
+  step "the secured Kafka cluster, from the host: TestComposeClusterRefusesLive"
+  command -v go >/dev/null || fail "go is not installed: the cluster's check is a Go test"
+  docker compose logs --no-log-prefix init | grep '^ACLs ready' || fail "init created no ACLs"
+  ca=$(mktemp)
+  docker compose run --rm --no-deps -T --entrypoint cat kafka-tls /kafka-tls/ca.crt >"$ca" ||
+    fail "could not read the CA of kafka-tls"
+  kafka=""
+  for node in kafka kafka-2 kafka-3; do kafka="$kafka${kafka:+,}$(published "$node" 29092)"; done
+  echo "  brokers $kafka, CA $(head -c 27 "$ca")…"
+  set +e
+  PAYLAB_COMPOSE_KAFKA=$kafka PAYLAB_COMPOSE_KAFKA_CA=$ca \
+    go test -count=1 -run '^TestComposeClusterRefusesLive$' -v ./internal/testkit/deploycheck/ 2>&1 | tail -20
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" = 0 ] || fail "TestComposeClusterRefusesLive failed"
+  rm -f "$ca"
+fi
 
 step "compose-check: OK"
