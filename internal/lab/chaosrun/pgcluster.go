@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paylab/paylab/internal/lab/pgha"
 	"github.com/paylab/paylab/internal/platform/migrate"
 )
 
@@ -29,14 +29,14 @@ func (e *Env) deployHA(ctx context.Context, sc Scenario) (*Deployment, error) {
 	if _, err := exec.LookPath("patroni"); err != nil {
 		return nil, skip("needs Patroni and etcd (Debian's patroni and etcd-server packages) for its PostgreSQL cluster")
 	}
-	c, err := newHACluster(sc.pg)
+	c, err := pgha.New(sc.pg)
 	if err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*Deployment, error) {
-		return nil, errors.Join(err, c.remove())
+		return nil, errors.Join(err, c.Remove())
 	}
-	if err := c.start(); err != nil {
+	if err := c.Start(); err != nil {
 		return fail(fmt.Errorf("starting the Patroni cluster: %w", err))
 	}
 	wal := e.RelayMode == RelayWAL
@@ -57,7 +57,7 @@ func (e *Env) deployHA(ctx context.Context, sc Scenario) (*Deployment, error) {
 	stop := d.stop
 	d.stop = func() {
 		stop()
-		_ = c.remove()
+		_ = c.Remove()
 	}
 	return d, nil
 }
@@ -70,12 +70,12 @@ func (e *Env) deployHA(ctx context.Context, sc Scenario) (*Deployment, error) {
 // meanwhile. In WAL mode the publication exists and the slot is advanced
 // past its creation, so the relays never decode a change older than their
 // publication.
-func haDatabases(ctx context.Context, c *haCluster, wal bool) (map[string]string, error) {
+func haDatabases(ctx context.Context, c *pgha.Cluster, wal bool) (map[string]string, error) {
 	dbs := migrate.Defaults()
 	for i := range dbs {
 		dbs[i].Replication = wal && dbs[i].Name == "orders"
 	}
-	admin := c.url("postgres")
+	admin := c.URL("postgres")
 	if err := migrate.Bootstrap(ctx, admin, dbs); err != nil {
 		return nil, fmt.Errorf("creating the databases on the cluster: %w", err)
 	}
@@ -104,11 +104,11 @@ func haDatabases(ctx context.Context, c *haCluster, wal bool) (map[string]string
 
 // haReady waits for the permanent slot on every member and the cluster
 // whole, and in WAL mode prepares the slot for the relays.
-func haReady(ctx context.Context, c *haCluster, wal bool, owner string) error {
+func haReady(ctx context.Context, c *pgha.Cluster, wal bool, owner string) error {
 	role := "orders"
-	for m := 1; m <= haMembers; m++ {
+	for m := 1; m <= pgha.Members; m++ {
 		if err := await(ctx, 3*time.Minute, fmt.Sprintf("the permanent slot %s on member %d", haSlot, m), func() bool {
-			return hasSlot(ctx, c.memberURL(m, "postgres"), haSlot)
+			return hasSlot(ctx, c.MemberURL(m, "postgres"), haSlot)
 		}); err != nil {
 			return err
 		}
@@ -128,7 +128,7 @@ func haReady(ctx context.Context, c *haCluster, wal bool, owner string) error {
 		" FOR TABLE outbox WITH (publish = 'insert')"); err != nil {
 		return fmt.Errorf("creating the publication: %w", err)
 	}
-	su, err := pgx.Connect(ctx, c.url("orders"))
+	su, err := pgx.Connect(ctx, c.URL("orders"))
 	if err != nil {
 		return err
 	}
@@ -149,13 +149,13 @@ func haReady(ctx context.Context, c *haCluster, wal bool, owner string) error {
 // awaitWhole waits until the cluster has a leader streaming to both
 // replicas, one of them its synchronous standby (Patroni's and
 // PostgreSQL's) unless it replicates asynchronously.
-func awaitWhole(ctx context.Context, c *haCluster) error {
+func awaitWhole(ctx context.Context, c *pgha.Cluster) error {
 	return await(ctx, 3*time.Minute, "a leader streaming to both replicas", func() bool {
-		leader := c.leader(ctx)
+		leader := c.Leader(ctx)
 		if leader == 0 {
 			return false
 		}
-		conn, err := pgx.Connect(ctx, c.memberURL(leader, "postgres"))
+		conn, err := pgx.Connect(ctx, c.MemberURL(leader, "postgres"))
 		if err != nil {
 			return false
 		}
@@ -165,10 +165,10 @@ func awaitWhole(ctx context.Context, c *haCluster) error {
 			count(*) FILTER (WHERE state = 'streaming' AND sync_state = 'sync') FROM pg_stat_replication`).Scan(&streaming, &sync); err != nil {
 			return false
 		}
-		if streaming < haMembers-1 {
+		if streaming < pgha.Members-1 {
 			return false
 		}
-		s := c.synchronousStandby(ctx)
+		s := c.SynchronousStandby(ctx)
 		async := s == 0 && sync == 0
 		return async || (s != 0 && sync == 1)
 	})
@@ -191,7 +191,7 @@ func (f failover) String() string {
 func awaitFailover(ctx context.Context, d *Deployment, old int, since time.Time) (failover, error) {
 	f := failover{old: old}
 	if err := await(ctx, 2*time.Minute, "a new leader", func() bool {
-		f.leader = d.HA.leader(ctx)
+		f.leader = d.HA.Leader(ctx)
 		return f.leader != 0 && f.leader != old
 	}); err != nil {
 		return f, err
@@ -199,7 +199,7 @@ func awaitFailover(ctx context.Context, d *Deployment, old int, since time.Time)
 	f.elected = time.Since(since)
 	d.mark(fmt.Sprintf("pg%d leads", f.leader))
 	if err := await(ctx, 2*time.Minute, "a payment committed on the new leader", func() bool {
-		n, err := ordersSince(ctx, d.HA.memberURL(f.leader, "postgres"), since)
+		n, err := ordersSince(ctx, d.HA.MemberURL(f.leader, "postgres"), since)
 		return err == nil && n > 0
 	}); err != nil {
 		return f, err
@@ -227,18 +227,6 @@ func ordersSince(ctx context.Context, url string, t time.Time) (int, error) {
 	var n int
 	err = conn.QueryRow(cctx, "SELECT count(*) FROM orders WHERE created_at > $1", t).Scan(&n)
 	return n, err
-}
-
-// switchover asks Patroni for a planned switchover from leader to candidate.
-func switchover(ctx context.Context, c *haCluster, leader, candidate int) error {
-	cfg := filepath.Join(c.dir, "pgha", fmt.Sprintf("pg%d", leader), "patroni.yml")
-	cmd := exec.CommandContext(ctx, "patronictl", "-c", cfg, "switchover",
-		"--leader", fmt.Sprintf("pg%d", leader), "--candidate", fmt.Sprintf("pg%d", candidate), "--force")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("patronictl switchover: %w\n%s", err, out)
-	}
-	return nil
 }
 
 func hasSlot(ctx context.Context, url, slot string) bool {

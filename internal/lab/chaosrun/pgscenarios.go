@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/paylab/paylab/internal/lab/pgha"
 )
 
 // pgScenarios are the scenarios on a Patroni cluster of three PostgreSQL
@@ -28,7 +30,7 @@ func pgScenarios(outbox options) []Scenario {
 			opts:        outbox,
 			expect:      Clean,
 			stops:       stops,
-			pg:          synchronous,
+			pg:          pgha.Synchronous,
 			sizes:       ha,
 			during:      postgresLeaderKilled,
 		},
@@ -38,7 +40,7 @@ func pgScenarios(outbox options) []Scenario {
 			opts:        outbox,
 			expect:      AcknowledgedLost,
 			stops:       stops,
-			pg:          asynchronous,
+			pg:          pgha.Asynchronous,
 			sizes:       ha,
 			during:      postgresAsyncFailover,
 		},
@@ -48,7 +50,7 @@ func pgScenarios(outbox options) []Scenario {
 			opts:        outbox,
 			expect:      Clean,
 			stops:       stops,
-			pg:          synchronous,
+			pg:          pgha.Synchronous,
 			sizes:       ha,
 			during:      postgresSwitchover,
 		},
@@ -65,7 +67,7 @@ func underHALoad(ctx context.Context, d *Deployment, s Sizes) (int, error) {
 		return 0, errors.New("the deployment has no Patroni cluster")
 	}
 	if err := await(ctx, 2*time.Minute, "payments committed before the fault", func() bool {
-		n, err := ordersSince(ctx, d.HA.url("orders"), time.Time{})
+		n, err := ordersSince(ctx, d.HA.URL("orders"), time.Time{})
 		return err == nil && n >= s.Payments/haLead
 	}); err != nil {
 		return 0, err
@@ -76,7 +78,7 @@ func underHALoad(ctx context.Context, d *Deployment, s Sizes) (int, error) {
 	if err := awaitWhole(ctx, d.HA); err != nil {
 		return 0, err
 	}
-	leader := d.HA.leader(ctx)
+	leader := d.HA.Leader(ctx)
 	if leader == 0 {
 		return 0, errors.New("no leader under load")
 	}
@@ -94,7 +96,7 @@ func postgresLeaderKilled(ctx context.Context, d *Deployment, s Sizes) (string, 
 	}
 	watch := watchReadiness(ctx, []*Process{d.Orders})
 	killed := time.Now()
-	if err := d.HA.killPostmaster(old); err != nil {
+	if err := d.HA.KillPostmaster(old); err != nil {
 		return "", 0, err
 	}
 	d.mark(fmt.Sprintf("leader pg%d SIGKILLed", old))
@@ -112,7 +114,7 @@ func afterFailover(ctx context.Context, d *Deployment, old int, at time.Time, wa
 	readyErr := d.Orders.WaitReady(ctx)
 	note := fmt.Sprintf("%s, %s; orders API: %s", what, f, strings.Join(strings.Fields(watch.stop()), " "))
 	if d.RelayMode == RelayWAL {
-		if !hasSlot(ctx, d.HA.memberURL(f.leader, "orders"), haSlot) {
+		if !hasSlot(ctx, d.HA.MemberURL(f.leader, "orders"), haSlot) {
 			return note, f.writable, fmt.Errorf("the slot %s is not on the new leader pg%d", haSlot, f.leader)
 		}
 		note += fmt.Sprintf("; slot %s found on pg%d", haSlot, f.leader)
@@ -139,42 +141,42 @@ func postgresAsyncFailover(ctx context.Context, d *Deployment, s Sizes) (string,
 	if err != nil {
 		return "", 0, err
 	}
-	var frozen []*frozenReceiver
+	var frozen []*pgha.Frozen
 	defer func() {
 		for _, f := range frozen {
-			f.thaw()
+			_ = f.Thaw()
 		}
 	}()
-	for m := 1; m <= haMembers; m++ {
+	for m := 1; m <= pgha.Members; m++ {
 		if m == old {
 			continue
 		}
-		f, err := d.HA.freezeReplica(ctx, m)
+		f, err := d.HA.FreezeReplica(ctx, m)
 		if err != nil {
 			return "", 0, err
 		}
 		frozen = append(frozen, f)
 	}
 	d.mark("replicas frozen")
-	before, err := ordersSince(ctx, d.HA.memberURL(old, "postgres"), time.Time{})
+	before, err := ordersSince(ctx, d.HA.MemberURL(old, "postgres"), time.Time{})
 	if err != nil {
 		return "", 0, err
 	}
 	pause(ctx, haFreeze)
-	after, err := ordersSince(ctx, d.HA.memberURL(old, "postgres"), time.Time{})
+	after, err := ordersSince(ctx, d.HA.MemberURL(old, "postgres"), time.Time{})
 	if err != nil {
 		return "", 0, err
 	}
 	watch := watchReadiness(ctx, []*Process{d.Orders})
 	killed := time.Now()
-	if err := d.HA.killPostmaster(old); err != nil {
+	if err := d.HA.KillPostmaster(old); err != nil {
 		return "", 0, err
 	}
 	for _, f := range frozen {
 		// A walreceiver killed is a crash of its replica's PostgreSQL,
 		// which restarts from what it flushed: what the frozen process
 		// held in its socket is gone with the leader.
-		f.kill()
+		_ = f.Kill()
 	}
 	d.mark(fmt.Sprintf("leader pg%d SIGKILLed", old))
 	note, rec, err := afterFailover(ctx, d, old, killed, watch, "leader killed")
@@ -189,14 +191,14 @@ func postgresSwitchover(ctx context.Context, d *Deployment, s Sizes) (string, ti
 	if err != nil {
 		return "", 0, err
 	}
-	candidate := d.HA.synchronousStandby(ctx)
+	candidate := d.HA.SynchronousStandby(ctx)
 	if candidate == 0 {
 		return "", 0, errors.New("no synchronous standby to switch over to")
 	}
 	watch := watchReadiness(ctx, []*Process{d.Orders})
 	at := time.Now()
 	d.mark(fmt.Sprintf("switchover pg%d → pg%d", old, candidate))
-	if err := switchover(ctx, d.HA, old, candidate); err != nil {
+	if err := d.HA.Switchover(ctx, old, candidate); err != nil {
 		watch.stop()
 		return "", 0, err
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paylab/paylab/internal/lab/pgha"
 	"github.com/paylab/paylab/internal/lab/reconcile"
 )
 
@@ -64,7 +65,7 @@ type Scenario struct {
 	// pg: the orders database runs on a private Patroni cluster of three
 	// replicating so, started for the scenario alone (pgscenarios.go); ""
 	// for the run's single PostgreSQL server.
-	pg replication
+	pg pgha.Replication
 	// sizes, when set, adjusts the run's sizes for the scenario.
 	sizes func(Sizes) Sizes
 	// during runs while the load runs; it returns a note for the report
@@ -132,9 +133,9 @@ func (sc Scenario) mode() string {
 		m += fmt.Sprintf(", %d ledgers", sc.opts.ledgers)
 	}
 	switch sc.pg {
-	case synchronous:
+	case pgha.Synchronous:
 		m += ", sync replication"
-	case asynchronous:
+	case pgha.Asynchronous:
 		m += ", async replication"
 	}
 	return m

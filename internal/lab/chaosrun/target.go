@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/paylab/paylab/internal/lab/pgha"
 	"github.com/paylab/paylab/internal/lab/reconcile"
 	"github.com/paylab/paylab/internal/lab/supervise"
 )
@@ -44,7 +45,7 @@ type Deployment struct {
 	RelayMode     string        // the relays' RELAY_MODE: RelayPoll or RelayWAL
 	// HA is the Patroni cluster the orders database runs on, for the
 	// scenarios that fail its leader over (pgscenarios.go); nil otherwise.
-	HA *haCluster
+	HA *pgha.Cluster
 
 	apiKeys    apiKeys              // Keys
 	servers    servers              // nil when the target cannot stop its servers

@@ -21,7 +21,7 @@ import (
 	"github.com/paylab/paylab/internal/lab/localstack"
 	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/internal/platform/migrate"
-	"github.com/paylab/paylab/internal/testkit/pgha"
+	"github.com/paylab/paylab/internal/lab/pgha"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 )
 

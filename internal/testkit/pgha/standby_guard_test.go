@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/internal/platform/broker"
-	"github.com/paylab/paylab/internal/testkit/pgha"
+	"github.com/paylab/paylab/internal/lab/pgha"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 	"github.com/paylab/paylab/pkg/outbox"
 )

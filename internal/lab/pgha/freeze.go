@@ -70,10 +70,23 @@ func (c *Cluster) FreezeReplica(ctx context.Context, m int) (*Frozen, error) {
 	return f, nil
 }
 
+// Kill ends the frozen walreceiver (SIGKILL) instead of thawing it: a crash
+// of the replica's PostgreSQL, which restarts from what it had flushed, so
+// the WAL the frozen process held unread in its socket is never applied.
+// Only the first of Kill and Thaw acts.
+func (f *Frozen) Kill() error {
+	f.once.Do(func() {
+		if err := syscall.Kill(f.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			f.err = fmt.Errorf("killing member %d's walreceiver (pid %d): %w", f.Member, f.PID, err)
+		}
+	})
+	return f.err
+}
+
 // Thaw resumes the walreceiver (SIGCONT): it flushes what the leader sends
 // and reports it, or, if the leader's walsender gave up on it meanwhile,
 // exits and is started again, and the replica catches up. Thaw may be called
-// more than once; only the first call acts.
+// more than once; only the first of Kill and Thaw acts.
 func (f *Frozen) Thaw() error {
 	f.once.Do(func() {
 		if err := syscall.Kill(f.PID, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {

@@ -1,5 +1,5 @@
-// Package pgha runs a private highly available PostgreSQL for tests and
-// chaos runs: the Patroni cluster of scripts/pgha.sh (three PostgreSQL 15
+// Package pgha runs a private highly available PostgreSQL for chaos runs and
+// tests: the Patroni cluster of scripts/pgha.sh (three PostgreSQL 15
 // members and etcd on 127.0.0.1), on free ports and with its state in a
 // temporary folder, so a test can kill its leader without touching the local
 // stack's servers.
@@ -189,6 +189,19 @@ func (c *Cluster) KillPostmaster(m int) error {
 		}
 	}
 	return fmt.Errorf("member %d's postmaster (pid %d) still running a minute after SIGKILL", m, pid)
+}
+
+// Switchover asks Patroni for a planned switchover from member leader to
+// member candidate (patronictl switchover): the leader stops once the
+// candidate has every commit, and the candidate is promoted.
+func (c *Cluster) Switchover(ctx context.Context, leader, candidate int) error {
+	cfg := filepath.Join(c.dir, "pgha", fmt.Sprintf("pg%d", leader), "patroni.yml")
+	cmd := exec.CommandContext(ctx, "patronictl", "-c", cfg, "switchover",
+		"--leader", fmt.Sprintf("pg%d", leader), "--candidate", fmt.Sprintf("pg%d", candidate), "--force")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("patronictl switchover: %w\n%s", err, out)
+	}
+	return nil
 }
 
 func (c *Cluster) script(verb string) (string, error) {
