@@ -34,8 +34,12 @@ func chaosTitle(r chaosrun.Result) string {
 	if r.Pass {
 		verdict = "PASS"
 	}
-	return fmt.Sprintf("%s (%s, expected %s): %s\n%d payments, %d lost, %d phantom, %d duplicate effects, %d duplicates on the wire",
-		r.Scenario, r.Mode, r.Expect, verdict, r.Payments, r.Lost, r.Phantom, r.DupEffects, r.DupOnWire)
+	ack := ""
+	if r.Acknowledged > 0 {
+		ack = fmt.Sprintf(", %d of %d acknowledged lost", r.AckLost, r.Acknowledged)
+	}
+	return fmt.Sprintf("%s (%s, expected %s): %s\n%d payments%s, %d lost, %d phantom, %d duplicate effects, %d duplicates on the wire",
+		r.Scenario, r.Mode, r.Expect, verdict, r.Payments, ack, r.Lost, r.Phantom, r.DupEffects, r.DupOnWire)
 }
 
 // chaosPanels: the counts since the load started, the pending rows, the

@@ -2,6 +2,7 @@ package plots
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/paylab/paylab/internal/lab/chaosrun"
@@ -51,4 +52,17 @@ func TestChaosDrawsEachScenarioWithATimeline(t *testing.T) {
 	checkChart(t, base+"-kafka-down", "kafka-down (outbox, expected clean): PASS", "300 payments, 0 lost",
 		"payments committed", "ledger journal entries", "receipts sent",
 		"pending outbox rows", "oldest pending (s)", "Kafka stopped", "Kafka started", "fault starts", "fault ends")
+}
+
+// A run that recorded the API's 201s names the acknowledged payments lost in
+// its title; one that did not says nothing of them.
+func TestChaosTitleNamesAcknowledgedLost(t *testing.T) {
+	r := chaosrun.Result{Scenario: "postgres-async-failover", Payments: 1677, Acknowledged: 1757, AckLost: 80, Phantom: 28}
+	if got := chaosTitle(r); !strings.Contains(got, "1677 payments, 80 of 1757 acknowledged lost, 0 lost, 28 phantom") {
+		t.Errorf("title %q", got)
+	}
+	r.Acknowledged, r.AckLost = 0, 0
+	if got := chaosTitle(r); strings.Contains(got, "acknowledged") {
+		t.Errorf("title %q names acknowledged payments it did not record", got)
+	}
 }
