@@ -127,12 +127,20 @@ code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST "http://$api/v1/payments"
 echo "  POST /v1/payments without a key -> $code"
 [ "$code" = 401 ] || fail "a payment without an API key answered $code, want 401"
 
+# The database servers as init reaches them: one, or with compose.ha.yml
+# every member with target_session_attrs=read-write (the leader).
+admin_url=$(docker compose config --format json | jq -r '.services.init.environment.PAYLAB_ADMIN_DATABASE_URL')
+pg_hosts=${admin_url#*@} pg_hosts=${pg_hosts%%/*}
+pg_query=${admin_url#*\?}
+[ "$pg_query" != "$admin_url" ] || pg_query=""
+owner_url() { echo "postgres://$1:$2@$pg_hosts/$3?$pg_query"; } # owner_url ROLE PASSWORD DATABASE
+
 step "an API key of $merchant (paylab keys create, in the init image)"
 # The check pays to a merchant of its own, whose key it creates as the
 # databases' owners do.
 api_key=$(docker compose run --rm --no-deps -T \
-  -e ORDERS_DATABASE_URL="postgres://orders:${ORDERS_DB_PASSWORD:-orders}@postgres:5432/orders?sslmode=disable" \
-  -e LEDGER_DATABASE_URL="postgres://ledger:${LEDGER_DB_PASSWORD:-ledger}@postgres:5432/ledger?sslmode=disable" \
+  -e ORDERS_DATABASE_URL="$(owner_url orders "${ORDERS_DB_PASSWORD:-orders}" orders)" \
+  -e LEDGER_DATABASE_URL="$(owner_url ledger "${LEDGER_DB_PASSWORD:-ledger}" ledger)" \
   init paylab keys create --merchant "$merchant" --name compose-check | awk 'NR == 1') # not head: it would break the pipe
 case "$api_key" in plk_*) ;; *) fail "paylab keys create printed no key: $api_key" ;; esac
 
@@ -183,9 +191,21 @@ echo "  Mailpit: ${receipts:-0} receipts"
 step "the database roles: each service as its runtime role, no DDL, no other database"
 # Who is connected to which database (the console and the host-side tools
 # connect as the owners; the services never do).
-psql_as() { # psql_as ROLE PASSWORD DATABASE SQL: runs SQL as ROLE over TCP in the postgres container
-  docker compose exec -T -e PGPASSWORD="$2" postgres psql -h 127.0.0.1 -U "$1" -d "$3" -v ON_ERROR_STOP=1 -Atc "$4"
+psql_in() { # psql_in SERVICE ROLE PASSWORD DATABASE SQL: runs SQL as ROLE over TCP in SERVICE's container
+  docker compose exec -T -e PGPASSWORD="$3" "$1" psql -h 127.0.0.1 -U "$2" -d "$4" -v ON_ERROR_STOP=1 -Atc "$5"
 }
+# The server that takes writes: postgres, or with compose.ha.yml the
+# Patroni leader (a replica would refuse DDL for being read-only).
+leader=""
+for svc in $(docker compose config --services | grep -E '^postgres(-[0-9]+)?$'); do
+  if [ "$(psql_in "$svc" postgres "${POSTGRES_PASSWORD:-dev-only-postgres}" postgres 'SELECT pg_is_in_recovery()' 2>/dev/null)" = f ]; then
+    leader=$svc
+    break
+  fi
+done
+[ -n "$leader" ] || fail "no PostgreSQL server of the deployment takes writes"
+echo "  the server taking writes: $leader"
+psql_as() { psql_in "$leader" "$@"; } # psql_as ROLE PASSWORD DATABASE SQL
 sessions=$(psql_as postgres "${POSTGRES_PASSWORD:-dev-only-postgres}" postgres \
   "SELECT datname || ' ' || usename FROM pg_stat_activity WHERE backend_type = 'client backend' AND datname IS NOT NULL GROUP BY 1 ORDER BY 1")
 echo "$sessions" | sed 's/^/  session: /'
@@ -200,6 +220,7 @@ for c in "orders_api ${ORDERS_API_DB_PASSWORD:-dev-only-orders-api} orders ledge
   if out=$(psql_as "$1" "$2" "$3" "CREATE TABLE compose_check_ddl (id int)" 2>&1); then
     fail "$1 created a table in $3: runtime roles must not run DDL"
   fi
+  case "$out" in *"permission denied"*) ;; *) fail "$1's CREATE TABLE in $3 failed, but not for want of the privilege: $out" ;; esac
   echo "  $1 on $3: CREATE TABLE refused ($(echo "$out" | grep -o 'permission denied.*' | tr -d '"' | awk 'NR == 1'))"
   if out=$(psql_as "$1" "$2" "$4" "SELECT 1" 2>&1); then
     fail "$1 connected to $4, another service's database"
