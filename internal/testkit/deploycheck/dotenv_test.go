@@ -10,20 +10,26 @@ import (
 
 // Every setting .env.example documents is read by a binary, read by the
 // OpenTelemetry SDK the binaries set up (OTEL_*), or interpolated by docker
-// compose.
+// compose (docker-compose.yml or an override, compose.*.yml).
 func TestDotEnvExampleNamesRealSettings(t *testing.T) {
 	t.Parallel()
 	example, err := os.ReadFile(filepath.Join(root, ".env.example"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	compose, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
-	if err != nil {
-		t.Fatal(err)
+	overrides, err := filepath.Glob(filepath.Join(root, "compose.*.yml"))
+	if err != nil || len(overrides) < 2 {
+		t.Fatalf("the compose overrides: %v, %v", overrides, err)
 	}
 	known := map[string]bool{}
-	for _, m := range regexp.MustCompile(`\$\{([A-Z0-9_]+)`).FindAllSubmatch(compose, -1) {
-		known[string(m[1])] = true
+	for _, file := range append([]string{filepath.Join(root, "docker-compose.yml")}, overrides...) {
+		compose, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`\$\{([A-Z0-9_]+)`).FindAllSubmatch(compose, -1) {
+			known[string(m[1])] = true
+		}
 	}
 	for _, pkg := range binaries(t) {
 		all, _ := envVars(t, pkg)
