@@ -19,9 +19,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/internal/lab/localstack"
+	"github.com/paylab/paylab/internal/lab/pgha"
 	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/internal/platform/migrate"
-	"github.com/paylab/paylab/internal/lab/pgha"
 	"github.com/paylab/paylab/internal/testkit/testenv"
 )
 
