@@ -58,13 +58,14 @@ func (e *handlerError) Unwrap() error { return e.err }
 
 // transient reports a PostgreSQL error that retrying the same transaction
 // resolves: a serialization failure (40001) or a deadlock (40P01), or the
-// database going away under the handler (databaseGone). A handler failing
-// with one is retried without using up its attempts: a failover of the
-// database is not a poison message.
-func transient(err error) bool {
+// database going away under the handler (databaseGone; connLost: the
+// handler's transaction lost its connection). A handler failing with one is
+// retried without using up its attempts: a failover of the database is not
+// a poison message.
+func transient(err error, connLost bool) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") {
 		return true
 	}
-	return databaseGone(err)
+	return databaseGone(err, connLost)
 }

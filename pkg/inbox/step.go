@@ -160,22 +160,22 @@ func (e *engine) applyAll(ctx context.Context, tx pgx.Tx, msgs []Message) error 
 		return nil
 	}
 	if e.cfg.BatchHandler != nil {
-		return e.runHandler(ctx, msgs, func(hctx context.Context) error { return e.cfg.BatchHandler(hctx, tx, msgs) })
+		return e.runHandler(ctx, tx, msgs, func(hctx context.Context) error { return e.cfg.BatchHandler(hctx, tx, msgs) })
 	}
 	for _, msg := range msgs {
 		h := e.cfg.Handlers[msg.Type]
 		mctx := MessageContext(ctx, msg)
-		if err := e.runHandler(mctx, []Message{msg}, func(hctx context.Context) error { return h(hctx, tx, msg) }); err != nil {
+		if err := e.runHandler(mctx, tx, []Message{msg}, func(hctx context.Context) error { return h(hctx, tx, msg) }); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// runHandler runs fn, a handler call for msgs, with HandlerTimeout and
+// runHandler runs fn, a handler call for msgs in tx, with HandlerTimeout and
 // classifies its error; its duration is observed once per message, shared
 // out evenly.
-func (e *engine) runHandler(ctx context.Context, msgs []Message, fn func(context.Context) error) error {
+func (e *engine) runHandler(ctx context.Context, tx pgx.Tx, msgs []Message, fn func(context.Context) error) error {
 	hctx, cancel := context.WithTimeout(ctx, e.cfg.HandlerTimeout)
 	defer cancel()
 	start := time.Now()
@@ -187,7 +187,7 @@ func (e *engine) runHandler(ctx context.Context, msgs []Message, fn func(context
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if transient(err) {
+		if transient(err, connLost(tx)) {
 			return fmt.Errorf("handling %s: %w", what, err)
 		}
 		reason := ReasonHandlerFailed
