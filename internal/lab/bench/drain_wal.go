@@ -35,14 +35,11 @@ func (e *env) drainWAL(ctx context.Context, n, txs int, guard outbox.StandbyGuar
 	if err != nil {
 		return res, 0, err
 	}
-	admin, err := pgx.Connect(ctx, e.cfg.AdminURL)
+	slot, drop, err := e.relaySlot(ctx, dbURL, stage)
 	if err != nil {
 		return res, 0, err
 	}
-	defer admin.Close(context.WithoutCancel(ctx))
-	if _, err := admin.Exec(ctx, "ALTER ROLE "+pgx.Identifier{e.role}.Sanitize()+" REPLICATION"); err != nil {
-		return res, 0, fmt.Errorf("granting REPLICATION to %s: %w", e.role, err)
-	}
+	defer func() { err = errors.Join(err, drop()) }()
 
 	pcfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
@@ -56,15 +53,8 @@ func (e *env) drainWAL(ctx context.Context, n, txs int, guard outbox.StandbyGuar
 	}
 	defer pool.Close()
 	reg := prometheus.NewRegistry()
-	cfg := outbox.WALConfig{ID: "bench-wal-relay", MetricPrefix: telemetry.OutboxMetricPrefix, Slot: "paylab_bench_" + e.run + "_" + stage,
+	cfg := outbox.WALConfig{ID: "bench-wal-relay", MetricPrefix: telemetry.OutboxMetricPrefix, Slot: slot,
 		Registerer: reg, StandbyGuard: guard}
-	e.mu.Lock()
-	e.slots = append(e.slots, cfg.Slot) // dropped by close, should this drain not get to it
-	e.mu.Unlock()
-	if err := outbox.SetupWAL(ctx, pool, cfg); err != nil {
-		return res, 0, err
-	}
-	defer func() { err = errors.Join(err, dropSlot(context.WithoutCancel(ctx), admin, cfg.Slot)) }()
 
 	if err := withConn(ctx, dbURL, func(c *pgx.Conn) error { return seedOutboxTx(ctx, c, topic, n, txs, false) }); err != nil {
 		return res, 0, err

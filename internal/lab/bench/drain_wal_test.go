@@ -1,11 +1,8 @@
 package bench
 
 import (
-	"context"
 	"math"
-	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -20,25 +17,8 @@ import (
 // to measure. drainWAL checks that every event was published and none is
 // pending; this checks its statements and that its slot is gone.
 func TestDrainWAL(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("PAYLAB_BENCH_WAL_EVENTS"))
-	if n == 0 {
-		n = 2000
-	}
-	txs, _ := strconv.Atoi(os.Getenv("PAYLAB_BENCH_WAL_TXS"))
-	if txs == 0 {
-		txs = 100
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	e, err := newEnv(ctx, Config{AdminURL: testenv.AdminURL(), Brokers: testenv.Brokers()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := e.close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	n, txs := envInt("PAYLAB_BENCH_WAL_EVENTS", 2000), envInt("PAYLAB_BENCH_WAL_TXS", 100)
+	e, ctx := testEnv(t, Config{}, 30*time.Minute)
 	res, checks, err := e.drainWAL(ctx, n, txs, outbox.StandbyGuardAuto)
 	if err != nil {
 		t.Fatal(err)
@@ -68,29 +48,12 @@ func TestDrainWAL(t *testing.T) {
 // medians are logged. Auto must cost next to nothing: one reading of
 // pg_stat_replication a second.
 func TestDrainWALStandbyGuardCost(t *testing.T) {
-	rounds, _ := strconv.Atoi(os.Getenv("PAYLAB_BENCH_WAL_GUARD_ROUNDS"))
+	rounds := envInt("PAYLAB_BENCH_WAL_GUARD_ROUNDS", 0)
 	if rounds == 0 {
 		t.Skip("PAYLAB_BENCH_WAL_GUARD_ROUNDS=N measures it")
 	}
-	n, _ := strconv.Atoi(os.Getenv("PAYLAB_BENCH_WAL_EVENTS"))
-	if n == 0 {
-		n = 20000
-	}
-	txs, _ := strconv.Atoi(os.Getenv("PAYLAB_BENCH_WAL_TXS"))
-	if txs == 0 {
-		txs = 100
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	e, err := newEnv(ctx, Config{AdminURL: testenv.AdminURL(), Brokers: testenv.Brokers()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := e.close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	n, txs := envInt("PAYLAB_BENCH_WAL_EVENTS", 20000), envInt("PAYLAB_BENCH_WAL_TXS", 100)
+	e, ctx := testEnv(t, Config{}, 30*time.Minute)
 	rates := map[outbox.StandbyGuard][]float64{}
 	readings := map[outbox.StandbyGuard]float64{}
 	for r := range rounds {

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,17 +15,7 @@ import (
 func TestRelayBinaryDrain(t *testing.T) {
 	t.Parallel()
 	bin := testenv.BuildServices(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	e, err := newEnv(ctx, Config{AdminURL: testenv.AdminURL(), Brokers: testenv.Brokers(), Bin: bin, LogDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := e.close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	e, ctx := testEnv(t, Config{Bin: bin, LogDir: t.TempDir()}, 10*time.Minute)
 	const n, txs = 2000, 20
 	for _, mode := range []string{"poll", "wal"} {
 		res, err := e.relayBinaryDrain(ctx, mode, n, txs)
