@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/internal/platform/apikey"
+	"github.com/paylab/paylab/internal/platform/dbpool"
 	"github.com/paylab/paylab/services/ledger/internal/ledgerdb"
 )
 
@@ -129,14 +130,12 @@ func (a *api) withConn(h func(http.ResponseWriter, *http.Request, *ledgerdb.Quer
 // acquire takes a connection from the pool within the acquire timeout; a
 // timeout is errUnavailable.
 func (a *api) acquire(ctx context.Context) (*pgxpool.Conn, error) {
-	actx, cancel := context.WithTimeout(ctx, a.acquireTimeout)
-	defer cancel()
-	conn, err := a.pool.Acquire(actx)
+	conn, err := dbpool.Acquire(ctx, a.pool, a.acquireTimeout)
 	switch {
 	case err == nil:
 		return conn, nil
-	case ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded):
-		return nil, errors.Join(errUnavailable, fmt.Errorf("no database connection free within %s: %w", a.acquireTimeout, err))
+	case errors.Is(err, dbpool.ErrNoConnection):
+		return nil, errors.Join(errUnavailable, err)
 	default:
 		return nil, fmt.Errorf("acquiring a database connection: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paylab/paylab/internal/platform/dbpool"
 	"github.com/paylab/paylab/services/orders/internal/order"
 )
 
@@ -19,15 +20,12 @@ const DefaultAcquireTimeout = 2 * time.Second
 // requests fail fast with order.ErrUnavailable (503) instead of piling up
 // behind each other until their clients give up.
 func (s *Service) acquire(ctx context.Context) (*pgxpool.Conn, error) {
-	actx, cancel := context.WithTimeout(ctx, s.acquireTimeout)
-	defer cancel()
-	conn, err := s.pool.Acquire(actx)
+	conn, err := dbpool.Acquire(ctx, s.pool, s.acquireTimeout)
 	switch {
 	case err == nil:
 		return conn, nil
-	case ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded):
-		return nil, errors.Join(order.ErrUnavailable,
-			fmt.Errorf("no database connection free within %s: %w", s.acquireTimeout, err))
+	case errors.Is(err, dbpool.ErrNoConnection):
+		return nil, errors.Join(order.ErrUnavailable, err)
 	default:
 		return nil, fmt.Errorf("acquiring a database connection: %w", translate(err))
 	}
