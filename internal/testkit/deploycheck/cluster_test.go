@@ -1,7 +1,6 @@
 package deploycheck
 
 import (
-	"context"
 	"maps"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/paylab/paylab/internal/platform/broker"
@@ -28,16 +26,7 @@ var kafkaNodes = []string{"kafka", "kafka-2", "kafka-3"}
 // environment.
 func loadCluster(t *testing.T, env ...string) *types.Project {
 	t.Helper()
-	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "docker-compose.yml"), filepath.Join(root, clusterFile)},
-		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithProfiles([]string{"*"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := opts.LoadProject(context.Background())
-	if err != nil {
-		t.Fatalf("docker-compose.yml with %s does not load: %v", clusterFile, err)
-	}
-	return p
+	return loadOverrides(t, []string{clusterFile}, env...)
 }
 
 // The default deployment's one broker speaks PLAINTEXT, and says so; the
