@@ -41,42 +41,8 @@ import (
 // set, is SQL run after the migrations: a variant of the schema to compare
 // with (alternate the two, the machine's load moves the CPU figures).
 func TestRelayCost(t *testing.T) {
-	adminURL, pgdata := os.Getenv("OUTBOX_RELAYCOST_ADMIN_URL"), os.Getenv("OUTBOX_RELAYCOST_PGDATA")
-	if adminURL == "" || pgdata == "" {
-		t.Skip("OUTBOX_RELAYCOST_ADMIN_URL and OUTBOX_RELAYCOST_PGDATA are not set")
-	}
 	events, history := envInt(t, "OUTBOX_RELAYCOST_EVENTS", 100_000), envInt(t, "OUTBOX_RELAYCOST_HISTORY", 0)
-	ctx := longContext(t, 30*time.Minute)
-	postmaster := postmasterPID(t, pgdata)
-
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	db := fmt.Sprintf("relaycost_%08x", rand.Uint32())
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if _, err := admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)"); err != nil {
-			t.Error(err)
-		}
-	}()
-	dbURL := strings.Replace(adminURL, "/postgres?", "/"+db+"?", 1)
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if setup := os.Getenv("OUTBOX_RELAYCOST_SETUP"); setup != "" { // a variant of the schema to compare
-		if _, err := pool.Exec(ctx, setup); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx, admin, pool, postmaster := costDatabase(t, "relaycost")
 	if history > 0 {
 		seedCost(t, ctx, pool, history, true)
 	}
@@ -111,7 +77,7 @@ func TestRelayCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpu1, wal1 := serverCPU(t, postmaster), costWALPosition(t, ctx, admin)
-	after := statementStats(ctx, admin, db)
+	after := statementStats(ctx, admin, pool.Config().ConnConfig.Database)
 	if _, err := pool.Exec(ctx, "VACUUM outbox"); err != nil {
 		t.Fatal(err)
 	}
@@ -142,40 +108,8 @@ func TestRelayCost(t *testing.T) {
 // and half its second (as a capture and a refund). It reports the server's
 // CPU and WAL per event. Same server requirements as TestRelayCost.
 func TestCaptureCost(t *testing.T) {
-	adminURL, pgdata := os.Getenv("OUTBOX_RELAYCOST_ADMIN_URL"), os.Getenv("OUTBOX_RELAYCOST_PGDATA")
-	if adminURL == "" || pgdata == "" {
-		t.Skip("OUTBOX_RELAYCOST_ADMIN_URL and OUTBOX_RELAYCOST_PGDATA are not set")
-	}
 	events := envInt(t, "OUTBOX_RELAYCOST_EVENTS", 100_000)
-	ctx := longContext(t, 30*time.Minute)
-	postmaster := postmasterPID(t, pgdata)
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	db := fmt.Sprintf("capturecost_%08x", rand.Uint32())
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if _, err := admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)"); err != nil {
-			t.Error(err)
-		}
-	}()
-	pool, err := pgxpool.New(ctx, strings.Replace(adminURL, "/postgres?", "/"+db+"?", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if setup := os.Getenv("OUTBOX_RELAYCOST_SETUP"); setup != "" {
-		if _, err := pool.Exec(ctx, setup); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx, admin, pool, postmaster := costDatabase(t, "capturecost")
 	const writers = 8
 	errs := make(chan error, writers)
 	cpu0, wal0 := serverCPU(t, postmaster), costWALPosition(t, ctx, admin)
@@ -240,6 +174,50 @@ func seedCost(t *testing.T, ctx context.Context, pool *pgxpool.Pool, n int, hist
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// costDatabase is the cost tests' server (the test is skipped unless
+// OUTBOX_RELAYCOST_ADMIN_URL and OUTBOX_RELAYCOST_PGDATA name it): a
+// connection to it as its superuser, a pool on a fresh database named after
+// prefix with the outbox migrated and OUTBOX_RELAYCOST_SETUP run (a variant
+// of the schema to compare with), dropped when the test ends, and the
+// postmaster's pid.
+func costDatabase(t *testing.T, prefix string) (context.Context, *pgx.Conn, *pgxpool.Pool, int) {
+	t.Helper()
+	adminURL, pgdata := os.Getenv("OUTBOX_RELAYCOST_ADMIN_URL"), os.Getenv("OUTBOX_RELAYCOST_PGDATA")
+	if adminURL == "" || pgdata == "" {
+		t.Skip("OUTBOX_RELAYCOST_ADMIN_URL and OUTBOX_RELAYCOST_PGDATA are not set")
+	}
+	ctx := longContext(t, 30*time.Minute)
+	postmaster := postmasterPID(t, pgdata)
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	db := fmt.Sprintf("%s_%08x", prefix, rand.Uint32())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)"); err != nil {
+			t.Error(err)
+		}
+	})
+	pool, err := pgxpool.New(ctx, strings.Replace(adminURL, "/postgres?", "/"+db+"?", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if setup := os.Getenv("OUTBOX_RELAYCOST_SETUP"); setup != "" {
+		if _, err := pool.Exec(ctx, setup); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ctx, admin, pool, postmaster
 }
 
 func postmasterPID(t *testing.T, pgdata string) int {
