@@ -118,7 +118,10 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			st.S3Variants, err = e.s3Variants(ctx, one.topic, events, s.ConsumeWindow, s.MinOps)
 			return err
 		}},
-		{"S4 end to end", func() (err error) { st.S4, err = e.endToEndBoth(ctx, "s4", "", "", e2eRate(st.S1), s); return err }},
+		{"S4 end to end", func() (err error) {
+			st.S4, err = e.endToEndBoth(ctx, "s4", "", "", bestCapture(st.S1), e2ePercents, s)
+			return err
+		}},
 		{"S5 growth", func() error { return e.growth(ctx, st, s) }},
 	}...)
 	if cfg.Peers {
@@ -141,30 +144,38 @@ func (e *env) machine(ctx context.Context) (Machine, error) {
 	return machine(ctx, url)
 }
 
-// e2eRate is S4's rate: half of S1's best.
-func e2eRate(s1 []CaptureResult) int {
+// e2ePercents are S4's loads, as percentages of S1's best rate; S5 repeats
+// the highest.
+var e2ePercents = []int{25, 50}
+
+// bestCapture is S1's best rate.
+func bestCapture(s1 []CaptureResult) float64 {
 	best := 0.0
 	for _, r := range s1 {
 		best = max(best, r.PerSecond)
 	}
-	return max(1, int(best/2))
+	return best
 }
 
-// endToEndBoth runs S4 with LISTEN/NOTIFY, then polling only, on one
-// pipeline for stage.
-func (e *env) endToEndBoth(ctx context.Context, stage, ordersURL, ledgerURL string, rate int, s Sizes) ([]E2EResult, error) {
+// endToEndBoth runs S4 at each percentage of best, with LISTEN/NOTIFY, then
+// polling only, on one pipeline for stage.
+func (e *env) endToEndBoth(ctx context.Context, stage, ordersURL, ledgerURL string, best float64, percents []int, s Sizes) ([]E2EResult, error) {
 	p, err := e.newPipeline(ctx, stage, ordersURL, ledgerURL)
 	if err != nil {
 		return nil, err
 	}
 	defer p.stop()
 	var out []E2EResult
-	for i, pollingOnly := range []bool{false, true} {
-		r, err := e.endToEnd(ctx, p, pollingOnly, rate, s, uint64(100+i))
-		if err != nil {
-			return out, fmt.Errorf("%s: %w", r.Mode, err)
+	for _, pct := range percents {
+		rate := max(1, int(best*float64(pct)/100))
+		for i, pollingOnly := range []bool{false, true} {
+			r, err := e.endToEnd(ctx, p, pollingOnly, rate, s, uint64(100+len(out)+i))
+			r.Percent = pct
+			if err != nil {
+				return out, fmt.Errorf("%s at %d %%: %w", r.Mode, pct, err)
+			}
+			out = append(out, r)
 		}
-		out = append(out, r)
 	}
 	return out, nil
 }
@@ -206,7 +217,7 @@ func (e *env) growth(ctx context.Context, st *Stages, s Sizes) error {
 	if g.S2, err = e.drain(ctx, b, 1); err != nil {
 		return err
 	}
-	g.S4, err = e.endToEndBoth(ctx, "s5s4", ordersURL, ledgerURL, e2eRate(st.S1), s)
+	g.S4, err = e.endToEndBoth(ctx, "s5s4", ordersURL, ledgerURL, bestCapture(st.S1), e2ePercents[len(e2ePercents)-1:], s)
 	return err
 }
 

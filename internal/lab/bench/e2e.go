@@ -18,9 +18,10 @@ import (
 type E2EResult struct {
 	Mode           string         `json:"mode"` // "LISTEN/NOTIFY" or "polling only"
 	PollIntervalMs Millis         `json:"poll_interval_ms"`
-	Rate           int            `json:"rate_per_s"` // the open model's target
-	Sent           float64        `json:"sent_per_s"` // what the load generator achieved
-	Payments       int            `json:"payments"`   // captured (201)
+	Percent        int            `json:"percent_of_s1"` // Rate as a percentage of S1's best
+	Rate           int            `json:"rate_per_s"`    // the open model's target
+	Sent           float64        `json:"sent_per_s"`    // what the load generator achieved
+	Payments       int            `json:"payments"`      // captured (201)
 	StatusCodes    map[string]int `json:"status_codes"`
 	API            Latency        `json:"api"`                 // POST /v1/payments, as the client saw it
 	Published      Latency        `json:"commit_to_published"` // outbox created_at → dispatched_at

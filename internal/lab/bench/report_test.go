@@ -88,27 +88,33 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 	t.Parallel()
 	good := Stages{
 		B1: []CaptureResult{{Concurrency: 8, PerSecond: 1000}, {Concurrency: 32, PerSecond: 1000}},
-		S1: []CaptureResult{{Concurrency: 8, PerSecond: 100}, {Concurrency: 32, PerSecond: 800}},
+		S1: []CaptureResult{{Concurrency: 8, PerSecond: 850}, {Concurrency: 32, PerSecond: 900}},
 		B2: ProduceResult{PerSecond: 10000},
 		S2: []DrainResult{
 			{Relays: 1, PerSecond: 6000, Statements: StatementCounts{Batches: 10, PerBatch: 2}},
 			{Relays: 3, PerSecond: 6000, Statements: StatementCounts{Batches: 10, PerBatch: 2}},
 		},
 		B3: ConsumeResult{PerSecond: 1000}, S3: ConsumeResult{PerSecond: 600},
-		S4: []E2EResult{{Mode: modeNotify, Listens: 1, Applied: Latency{P99: 40}}, {Mode: modePolling, Applied: Latency{P99: 1040}}},
+		S4: []E2EResult{
+			{Percent: 25, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 40}}, {Percent: 25, Mode: modePolling, Applied: Latency{P99: 1040}},
+			{Percent: 50, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 140}}, {Percent: 50, Mode: modePolling, Applied: Latency{P99: 1000}},
+		},
 		S5: Growth{History: 10, S2: DrainResult{Relays: 1, PerSecond: 5500},
-			S4: []E2EResult{{Mode: modeNotify, Applied: Latency{P99: 44}}, {Mode: modePolling, Applied: Latency{P99: 1100}}}},
+			S4: []E2EResult{{Percent: 50, Mode: modeNotify, Applied: Latency{P99: 150}}, {Percent: 50, Mode: modePolling, Applied: Latency{P99: 1100}}}},
 	}
 	bad := good
-	bad.S1 = []CaptureResult{{Concurrency: 8, PerSecond: 100}, {Concurrency: 32, PerSecond: 700}}
+	bad.S1 = []CaptureResult{{Concurrency: 8, PerSecond: 840}, {Concurrency: 32, PerSecond: 700}}
 	bad.S2 = []DrainResult{
 		{Relays: 1, PerSecond: 4000, Statements: StatementCounts{Batches: 10, PerBatch: 2.1}},
 		{Relays: 3, PerSecond: 3900, Statements: StatementCounts{Batches: 10, PerBatch: 2}},
 	}
 	bad.S3 = ConsumeResult{PerSecond: 400}
-	bad.S4 = []E2EResult{{Mode: modeNotify, Listens: 1, Applied: Latency{P99: 51}}, {Mode: modePolling, Applied: Latency{P99: Millis(math.Inf(1))}}}
+	bad.S4 = []E2EResult{
+		{Percent: 25, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 51}}, {Percent: 25, Mode: modePolling, Applied: Latency{P99: 1051}},
+		{Percent: 50, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 151}}, {Percent: 50, Mode: modePolling, Applied: Latency{P99: Millis(math.Inf(1))}},
+	}
 	bad.S5.S2.PerSecond = 3500
-	bad.S5.S4 = []E2EResult{{Mode: modeNotify, Applied: Latency{P99: 57}}, {Mode: modePolling, Applied: Latency{P99: 1200}}}
+	bad.S5.S4 = []E2EResult{{Percent: 50, Mode: modeNotify, Applied: Latency{P99: 167}}, {Percent: 50, Mode: modePolling, Applied: Latency{P99: 1200}}}
 
 	verdicts := func(st Stages) (pass, miss int, table string) {
 		r := Report{Rows: rows(st, Full)}
@@ -124,12 +130,12 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 		}
 		return pass, miss, b.String()
 	}
-	// S1, S2/B2, 3 relays, 2 statement rows, S3, 2×S4, S5 S2, 2×S5 S4.
-	if pass, miss, table := verdicts(good); pass != 11 || miss != 0 {
+	// 2×S1, S2/B2, 3 relays, 2 statement rows, S3, 4×S4, S5 S2, 2×S5 S4.
+	if pass, miss, table := verdicts(good); pass != 14 || miss != 0 {
 		t.Errorf("good figures: %d pass, %d miss\n%s", pass, miss, table)
 	}
 	pass, miss, table := verdicts(bad)
-	if pass != 1 || miss != 10 { // only the 3-relay statements still pass
+	if pass != 1 || miss != 13 { // only the 3-relay statements still pass
 		t.Errorf("bad figures: %d pass, %d miss\n%s", pass, miss, table)
 	}
 	if !strings.Contains(table, "never") {
@@ -137,16 +143,24 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 	}
 }
 
-// P1 holds paylab's relays to 1.0× Debezium below a million events and
-// 1.5× from a million on.
+// P1 holds paylab's relays to 1.0× Debezium below a million events; from a
+// million on the polling relay to 1.0× and the WAL relay to 2.5×, and the
+// WAL relay's own CPU to 12 µs per event.
 func TestPeerRowsTargets(t *testing.T) {
 	d := func(name string, n int, rate float64) PeerDrain {
 		return PeerDrain{Contender: name, Rounds: 1, DrainResult: DrainResult{Events: n, PerSecond: rate}}
 	}
 	rows := peerRows([]PeerDrain{
 		d(drainWAL, 100_000, 11_000), d(drainDebezium, 100_000, 10_000),
-		d(drainWAL, 1_000_000, 40_000), d(drainDebezium, 1_000_000, 30_000),
+		d(drainPoll, 1_000_000, 30_000), d(drainWAL, 1_000_000, 74_000), d(drainDebezium, 1_000_000, 30_000),
 	})
+	cpu := peerRows([]PeerDrain{
+		{Contender: drainWAL, Rounds: 1, DrainResult: DrainResult{Events: 100, PerSecond: 1, CPU: &CPU{Contender: 12}}},
+		{Contender: drainWAL, Rounds: 1, DrainResult: DrainResult{Events: 200, PerSecond: 1, CPU: &CPU{Contender: 12.5}}},
+	})
+	if cpu[1].Verdict != Pass || cpu[3].Verdict != Miss {
+		t.Errorf("WAL CPU rows %+v", cpu)
+	}
 	verdicts := map[string]string{}
 	for _, r := range rows {
 		if r.Target != "" {
@@ -154,8 +168,9 @@ func TestPeerRowsTargets(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"  paylab-wal vs Debezium, 100000 events":  "≥ 1.00 pass",
-		"  paylab-wal vs Debezium, 1000000 events": "≥ 1.50 miss",
+		"  paylab-wal vs Debezium, 100000 events":   "≥ 1.00 pass",
+		"  paylab-wal vs Debezium, 1000000 events":  "≥ 2.50 miss",
+		"  paylab-poll vs Debezium, 1000000 events": "≥ 1.00 pass",
 	}
 	for what, v := range want {
 		if verdicts[what] != v {

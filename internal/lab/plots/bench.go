@@ -135,13 +135,20 @@ func contender(name string) Kind {
 	return Peer
 }
 
-// latencyCurves are S4's distributions — commit → Kafka (blue) and commit
-// → ledger (green), LISTEN/NOTIFY solid and polling only dashed — and its
-// runs' sizes.
+// latencyCurves are S4's distributions at its highest load — commit →
+// Kafka (blue) and commit → ledger (green), LISTEN/NOTIFY solid and polling
+// only dashed — and its runs' sizes.
 func latencyCurves(s4 []bench.E2EResult) ([]Curve, string) {
 	var curves []Curve
 	var runs []string
+	top := 0
 	for _, r := range s4 {
+		top = max(top, r.Percent)
+	}
+	for _, r := range s4 {
+		if r.Percent != top {
+			continue
+		}
 		dashed := r.Mode != "LISTEN/NOTIFY"
 		for _, hop := range []struct {
 			name string

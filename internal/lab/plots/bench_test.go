@@ -41,8 +41,10 @@ func report() bench.Report {
 			B3: bench.ConsumeResult{Events: 100000, PerSecond: 381726},
 			S3: bench.ConsumeResult{Events: 100000, PerSecond: 6128},
 			S4: []bench.E2EResult{
-				{Mode: "LISTEN/NOTIFY", Rate: 375, Payments: 7500, Published: dist(92, 398, false), Applied: dist(163, 490, false)},
-				{Mode: "polling only", Rate: 375, Payments: 7500, Published: dist(102, 310, false), Applied: dist(187, 596, true)},
+				{Mode: "LISTEN/NOTIFY", Percent: 25, Rate: 187, Payments: 3740, Published: dist(12, 38, false), Applied: dist(23, 49, false)},
+				{Mode: "polling only", Percent: 25, Rate: 187, Payments: 3740, Published: dist(502, 990, false), Applied: dist(517, 1006, false)},
+				{Mode: "LISTEN/NOTIFY", Percent: 50, Rate: 375, Payments: 7500, Published: dist(92, 398, false), Applied: dist(163, 490, false)},
+				{Mode: "polling only", Percent: 50, Rate: 375, Payments: 7500, Published: dist(102, 310, false), Applied: dist(187, 596, true)},
 			},
 			S5: bench.Growth{History: 5000000, S2: bench.DrainResult{Relays: 1, Events: 100000, PerSecond: 13435}},
 			P1: []bench.PeerDrain{
