@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -78,8 +79,10 @@ func TestBenchQuick(t *testing.T) {
 	if st.S2[0].Relays != 1 || st.S2[1].Relays != 3 || st.S2[0].Events != rep.Sizes.Backlog {
 		t.Errorf("S2 runs %+v", st.S2)
 	}
-	if len(st.S4) != 2 || st.S4[0].Listens != 1 || st.S4[1].Listens != 0 {
-		t.Errorf("S4 runs: LISTEN statements %+v, want 1 with LISTEN/NOTIFY and 0 polling only", st.S4)
+	for _, r := range st.S4 {
+		if want := map[string]int{"LISTEN/NOTIFY": 1}[r.Mode]; r.Listens != want {
+			t.Errorf("S4 %d%% %s: %d LISTEN statements, want %d", r.Percent, r.Mode, r.Listens, want)
+		}
 	}
 	if rep.Machine.Cores < 1 || rep.Machine.Go == "" || rep.Machine.PostgreSQL == "" || rep.Machine.SynchronousCommit != "on" {
 		t.Errorf("machine %+v", rep.Machine)
@@ -97,9 +100,16 @@ func TestBenchQuick(t *testing.T) {
 			}
 		}
 	}
-	// S1, C1 ×2, S2/B2, 3 relays, statements ×2, S3, S4 ×2, S5 ×3.
-	if targets != 13 {
-		t.Errorf("%d rows with a target, want 13", targets)
+	// S1 ×2, C1 ×2, S2/B2, 3 relays, statements ×2, S3, S4 ×4, S5 ×3.
+	if targets != 16 {
+		t.Errorf("%d rows with a target, want 16", targets)
+	}
+	var loads []string
+	for _, r := range st.S4 {
+		loads = append(loads, fmt.Sprintf("%d%% %s", r.Percent, r.Mode))
+	}
+	if got := strings.Join(loads, ", "); got != "25% LISTEN/NOTIFY, 25% polling only, 50% LISTEN/NOTIFY, 50% polling only" {
+		t.Errorf("S4 ran %s", got)
 	}
 	if len(st.C1) != 3*len(rep.Sizes.Concurrency) || len(st.P1) != 0 {
 		t.Errorf("C1 %d results (want three contenders at each concurrency), P1 %d (want none without --peers)", len(st.C1), len(st.P1))
