@@ -97,23 +97,21 @@ type Replication struct {
 // to poll while brokers fail (TopicMinInSync reads the topic's config).
 func TopicReplication(admin sarama.ClusterAdmin, topic string) (Replication, error) {
 	r := Replication{LeaderPerNode: map[int32]int{}}
-	// A topic just created reaches every broker's metadata a moment later.
 	var meta []*sarama.TopicMetadata
-	for attempt := 0; ; attempt++ {
-		var err error
+	err := whileTopicUnknown(func() (err error) {
 		if meta, err = admin.DescribeTopics([]string{topic}); err != nil {
-			return r, fmt.Errorf("describing topic %s: %w", topic, err)
+			return err
 		}
 		if len(meta) != 1 {
-			return r, fmt.Errorf("describing topic %s: %d answers", topic, len(meta))
+			return fmt.Errorf("%d answers", len(meta))
 		}
-		if meta[0].Err == sarama.ErrNoError {
-			break
+		if meta[0].Err != sarama.ErrNoError {
+			return meta[0].Err
 		}
-		if meta[0].Err != sarama.ErrUnknownTopicOrPartition || attempt == 50 {
-			return r, fmt.Errorf("describing topic %s: %w", topic, meta[0].Err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("describing topic %s: %w", topic, err)
 	}
 	for _, p := range meta[0].Partitions {
 		r.Factor = max(r.Factor, len(p.Replicas))
@@ -125,27 +123,36 @@ func TopicReplication(admin sarama.ClusterAdmin, topic string) (Replication, err
 	return r, nil
 }
 
+// whileTopicUnknown calls ask until it stops failing with "unknown topic or
+// partition", for about ten seconds at most: a topic just created reaches
+// every broker's metadata a moment later, and the broker asked may not know
+// it yet.
+func whileTopicUnknown(ask func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := ask()
+		if !errors.Is(err, sarama.ErrUnknownTopicOrPartition) || attempt == 50 {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // TopicMinInSync reads topic's min.insync.replicas.
 func TopicMinInSync(admin sarama.ClusterAdmin, topic string) (string, error) {
 	var results []*sarama.ConfigResourceResult
-	var err error
-	// A topic just created reaches every broker's metadata a moment later:
-	// the broker asked may not know it yet (TopicReplication waits alike).
-	for attempt := 0; ; attempt++ {
+	err := whileTopicUnknown(func() (err error) {
 		results, err = admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic,
 			ConfigNames: []string{"min.insync.replicas"}}}, sarama.DescribeConfigsOptions{})
 		switch {
 		case err != nil:
+			return err
 		case len(results) != 1:
-			err = fmt.Errorf("%d answers", len(results))
+			return fmt.Errorf("%d answers", len(results))
 		case results[0].ErrorCode != sarama.ErrNoError:
-			err = results[0].ErrorCode
+			return results[0].ErrorCode
 		}
-		if !errors.Is(err, sarama.ErrUnknownTopicOrPartition) || attempt == 50 {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	if err != nil {
 		return "", fmt.Errorf("reading min.insync.replicas of %s: %w", topic, err)
 	}
