@@ -158,35 +158,14 @@ send:
 	return a.errs
 }
 
-// encode builds the batch's messages, as Event.ProducerMessage does, in a
-// few allocations for the whole batch instead of several per message: the
-// messages, their tickets, keys and values, headers and the headers' bytes
-// each share one slice. The key is the aggregate id's bytes, so the
-// partition is the one its string would give.
+// encode builds the batch's messages (producerMessages), each with the
+// ticket that finds a, its batch, again.
 func (p *KafkaPublisher) encode(events []Event, a *acks) []sarama.ProducerMessage {
-	msgs := make([]sarama.ProducerMessage, len(events))
+	msgs := producerMessages(events, p.source)
 	tickets := make([]ticket, len(events))
-	encoders := make([]sarama.ByteEncoder, 2*len(events)) // key, value
-	headers, size := 0, 0
-	for i := range events {
-		headers += events[i].headerCount()
-		size += events[i].recordBytes(p.source)
-	}
-	w := recordWriter{headers: make([]sarama.RecordHeader, 0, headers), buf: make([]byte, 0, size)}
-	for i := range events {
-		e := &events[i]
-		first := len(w.headers)
-		w.writeHeaders(e, p.source)
+	for i := range msgs {
 		tickets[i] = ticket{index: i, acks: a}
-		key, value := &encoders[2*i], &encoders[2*i+1]
-		*key, *value = w.bytes(e.AggregateID), sarama.ByteEncoder(e.Payload)
-		msgs[i] = sarama.ProducerMessage{
-			Topic:    e.Topic,
-			Key:      key,
-			Value:    value,
-			Headers:  w.headers[first:len(w.headers):len(w.headers)],
-			Metadata: &tickets[i],
-		}
+		msgs[i].Metadata = &tickets[i]
 	}
 	return msgs
 }

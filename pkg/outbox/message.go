@@ -31,17 +31,37 @@ const (
 // attributes as headers (source names the producing service, e.g.
 // "/shop/carts"; ce_sequence only for an ordered event), e.Headers (such as traceparent) copied after them.
 func (e *Event) ProducerMessage(source string) *sarama.ProducerMessage {
-	w := recordWriter{
-		headers: make([]sarama.RecordHeader, 0, e.headerCount()),
-		buf:     make([]byte, 0, e.recordBytes(source)),
+	return &producerMessages([]Event{*e}, source)[0]
+}
+
+// producerMessages builds events' messages in a few allocations for the
+// whole batch instead of several per message: the messages, their keys and
+// values, their headers and the headers' bytes each share one slice. The
+// key is the aggregate id's bytes, so the partition is the one its string
+// would give.
+func producerMessages(events []Event, source string) []sarama.ProducerMessage {
+	msgs := make([]sarama.ProducerMessage, len(events))
+	encoders := make([]sarama.ByteEncoder, 2*len(events)) // key, value
+	headers, size := 0, 0
+	for i := range events {
+		headers += events[i].headerCount()
+		size += events[i].recordBytes(source)
 	}
-	w.writeHeaders(e, source)
-	return &sarama.ProducerMessage{
-		Topic:   e.Topic,
-		Key:     sarama.StringEncoder(e.AggregateID),
-		Value:   sarama.ByteEncoder(e.Payload),
-		Headers: w.headers,
+	w := recordWriter{headers: make([]sarama.RecordHeader, 0, headers), buf: make([]byte, 0, size)}
+	for i := range events {
+		e := &events[i]
+		first := len(w.headers)
+		w.writeHeaders(e, source)
+		key, value := &encoders[2*i], &encoders[2*i+1]
+		*key, *value = w.bytes(e.AggregateID), sarama.ByteEncoder(e.Payload)
+		msgs[i] = sarama.ProducerMessage{
+			Topic:   e.Topic,
+			Key:     key,
+			Value:   value,
+			Headers: w.headers[first:len(w.headers):len(w.headers)],
+		}
 	}
+	return msgs
 }
 
 // recordWriter builds messages' headers into shared buffers: a relay
