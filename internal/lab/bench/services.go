@@ -23,14 +23,11 @@ type service struct {
 // start launches binary (orders or ledger) with env and waits until it is
 // ready.
 func (e *env) start(ctx context.Context, name, binary string, args []string, env ...string) (*service, error) {
-	adminPort, err := localstack.FreePort()
+	ports, err := localstack.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	httpPort, err := localstack.FreePort()
-	if err != nil {
-		return nil, err
-	}
+	adminPort, httpPort := ports[0], ports[1]
 	log, err := e.logFile(name)
 	if err != nil {
 		return nil, err

@@ -137,14 +137,11 @@ func (e *Env) Start(ctx context.Context) error {
 	if err := migrate.Bootstrap(ctx, e.adminURL, dbs); err != nil {
 		return err
 	}
-	smtpPort, err := localstack.FreePort()
+	ports, err := localstack.FreePorts(2)
 	if err != nil {
 		return err
 	}
-	apiPort, err := localstack.FreePort()
-	if err != nil {
-		return err
-	}
+	smtpPort, apiPort := ports[0], ports[1]
 	e.smtp = fmt.Sprintf("127.0.0.1:%d", smtpPort)
 	dir, err := os.MkdirTemp("", "paylab-mailpit-")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,16 +94,13 @@ func newServer(service string, nodes int) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{service: service, dir: dir}
+	free, err := FreePorts(2 * nodes) // a listener and a controller per node
+	if err != nil {
+		return nil, err
+	}
 	var ports, controllers []string
-	for range nodes {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		controller, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
+	for i := range nodes {
+		port, controller := free[2*i], free[2*i+1]
 		s.ports = append(s.ports, port)
 		ports, controllers = append(ports, strconv.Itoa(port)), append(controllers, strconv.Itoa(controller))
 	}
@@ -205,6 +203,21 @@ func FreePort() (int, error) {
 		return port, nil
 	}
 	return 0, errors.New("no free TCP port between 20000 and 32000")
+}
+
+// FreePorts returns n different ports, each as FreePort returns one.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	return ports, nil
 }
 
 // RepoEnv names the variable that points at a paylab checkout, for a binary

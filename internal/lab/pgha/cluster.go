@@ -49,27 +49,17 @@ func New(r Replication) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{dir: dir}
+	free, err := localstack.FreePorts(2*Members + 2) // PostgreSQL and Patroni's API per member, etcd's two
+	if err != nil {
+		return nil, err
+	}
 	var ports, apiPorts []string
-	for range Members {
-		pg, err := localstack.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		api, err := localstack.FreePort()
-		if err != nil {
-			return nil, err
-		}
+	for m := range Members {
+		pg, api := free[2*m], free[2*m+1]
 		c.ports, c.apiPorts = append(c.ports, pg), append(c.apiPorts, api)
 		ports, apiPorts = append(ports, strconv.Itoa(pg)), append(apiPorts, strconv.Itoa(api))
 	}
-	etcd, err := localstack.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	etcdPeer, err := localstack.FreePort()
-	if err != nil {
-		return nil, err
-	}
+	etcd, etcdPeer := free[2*Members], free[2*Members+1]
 	c.env = append(os.Environ(), "PAYLAB_STACK_DIR="+dir, "PG_SYNC="+string(r),
 		"PAYLAB_PG_HA_PORTS="+strings.Join(ports, ","), "PAYLAB_PG_HA_API_PORTS="+strings.Join(apiPorts, ","),
 		"PAYLAB_ETCD_PORT="+strconv.Itoa(etcd), "PAYLAB_ETCD_PEER_PORT="+strconv.Itoa(etcdPeer))

@@ -216,11 +216,9 @@ func startOrdersAPI(t *testing.T, c *pgha.Cluster) (api, admin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := make([]int, 2)
-	for i := range ports {
-		if ports[i], err = localstack.FreePort(); err != nil {
-			t.Fatal(err)
-		}
+	ports, err := localstack.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
 	}
 	api, admin = fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	var out bytes.Buffer
