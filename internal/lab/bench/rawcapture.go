@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/internal/lab/loadgen"
@@ -17,30 +18,30 @@ import (
 )
 
 // B1's raw baseline: the statements one POST /v1/payments makes in outbox
-// mode, written out here with plain pgx, in the same order and in one
-// transaction, and nothing else — no HTTP, no validation, no hooks, no error
-// translation, no spans. Whatever the API costs beyond them (S1 / B1) is the
-// API's own. It is not a second implementation of the capture: it answers no
-// request and nothing but the bench calls it. The orders service's own
-// statements are in db/queries/orders (TryLockIdempotencyKey,
-// GetIdempotencyKey, CreateOrder, CaptureOrder, InsertIdempotencyKey); the
-// event row is written by outbox.Enqueue, the library call the API makes
-// (one INSERT; the API wakes the relays after commit through an
-// outbox.Notifier, and so does the baseline), so the baseline follows the
-// outbox table wherever it goes.
+// mode, written out here with plain pgx, in the same order, in one
+// transaction and in the same four round trips (BEGIN with the key's lock;
+// the key's lookup; the captured order; the key, the outbox row and COMMIT
+// in one pipeline), and nothing else — no HTTP, no validation, no hooks, no
+// error translation, no spans. Whatever the API costs beyond them (S1 / B1)
+// is the API's own. It is not a second implementation of the capture: it
+// answers no request and nothing but the bench calls it. The orders
+// service's own statements are in db/queries/orders (TryLockIdempotencyKey,
+// GetIdempotencyKey, PlaceCapturedOrder, InsertIdempotencyKey), its round
+// trips in services/orders/internal/orderapp/pipetx.go; the event row is
+// written by outbox.Enqueue, the library call the API makes (one INSERT; the
+// API wakes the relays after commit through an outbox.Notifier, and so does
+// the baseline), so the baseline follows the outbox table wherever it goes.
 const (
 	// rawScope is the idempotency scope of POST /v1/payments.
 	rawScope = "POST /v1/payments"
 
-	rawLockKey  = `SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2::text || ' ' || $3::text, 0))`
-	rawGetKey   = `SELECT response_status FROM idempotency_keys WHERE merchant_id = $1 AND scope = $2 AND key = $3`
-	rawNewOrder = `INSERT INTO orders (id, customer_id, merchant_id, amount, currency, status) VALUES ($1, $2, $3, $4, $5, 'authorized')`
-	// rawCaptureIt captures the order and returns what the API builds in Go
-	// from the row: the OrderCaptured payload (docs/events.md) and the order
-	// for the idempotency key's stored response.
-	rawCaptureIt = `UPDATE orders
-SET status = 'captured', captured_amount = amount, event_seq = event_seq + 1, version = version + 1, updated_at = now()
-WHERE id = $1 AND merchant_id = $2 AND status = 'authorized'
+	rawLockKey = `SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2::text || ' ' || $3::text, 0))`
+	rawGetKey  = `SELECT response_status FROM idempotency_keys WHERE merchant_id = $1 AND scope = $2 AND key = $3`
+	// rawPlaceCaptured creates the order captured and returns what the API
+	// builds in Go from the row: the OrderCaptured payload (docs/events.md)
+	// and the order for the idempotency key's stored response.
+	rawPlaceCaptured = `INSERT INTO orders (id, customer_id, merchant_id, amount, currency, status, captured_amount, event_seq, version)
+VALUES ($1, $2, $3, $4, $5, 'captured', $4, 1, 2)
 RETURNING event_seq, updated_at,
   json_build_object('schema_version', 1, 'sequence', event_seq, 'order_id', id, 'customer_id', customer_id,
     'merchant_id', merchant_id, 'amount', captured_amount, 'currency', currency, 'captured_at', updated_at),
@@ -53,58 +54,86 @@ var errRawKeyInFlight = errors.New("idempotency key in flight")
 
 // rawCapture places payment p under idempotency key and captures it, with
 // its OrderCaptured event for topic, in one transaction on pool: lock the
-// key, look it up, create the order, capture it, insert the outbox row,
-// store the key and its response, commit. A key already stored is a replay:
+// key, look it up, create the order captured, store the key and its
+// response, insert the outbox row, commit. A key already stored is a replay:
 // nothing is written, as in the API.
-func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, key string, p loadgen.Payment) error {
+func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, key string, p loadgen.Payment) (err error) {
 	body, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
 	hash := sha256.Sum256(append([]byte(rawScope+"\x00"), body...))
-	enqueued := false
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var locked bool
-		if err := tx.QueryRow(ctx, rawLockKey, p.MerchantID, rawScope, key).Scan(&locked); err != nil {
-			return fmt.Errorf("locking idempotency key: %w", err)
-		}
-		if !locked {
-			return errRawKeyInFlight
-		}
-		var status int32
-		if err := tx.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status); err == nil {
-			return nil
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("reading idempotency key: %w", err)
-		}
-		id := uuid.Must(uuid.NewV7())
-		if _, err := tx.Exec(ctx, rawNewOrder, id, p.CustomerID, p.MerchantID, p.Amount, p.Currency); err != nil {
-			return fmt.Errorf("creating order: %w", err)
-		}
-		var (
-			seq               int64
-			at                time.Time
-			payload, response []byte
-		)
-		if err := tx.QueryRow(ctx, rawCaptureIt, id, p.MerchantID).Scan(&seq, &at, &payload, &response); err != nil {
-			return fmt.Errorf("capturing order %s: %w", id, err)
-		}
-		if err := ob.writer.Enqueue(ctx, tx, outbox.Event{
-			ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: id.String(), Type: "OrderCaptured",
-			SchemaVersion: 1, Sequence: seq, Topic: topic, Payload: payload, OccurredAt: at,
-		}); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, rawInsertKey, p.MerchantID, rawScope, key, hash[:], 201, response); err != nil {
-			return fmt.Errorf("storing idempotency key: %w", err)
-		}
-		enqueued = true
-		return nil
-	})
-	if err == nil && enqueued {
-		ob.notifier.Notify()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
 	}
-	return err
+	defer conn.Release()
+	committed := false
+	defer func() {
+		if !committed {
+			if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}()
+	var locked bool
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(rawLockKey, p.MerchantID, rawScope, key).QueryRow(func(r pgx.Row) error { return r.Scan(&locked) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("locking idempotency key: %w", err)
+	}
+	if !locked {
+		return errRawKeyInFlight
+	}
+	var status int32
+	if err := conn.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status); err == nil {
+		return nil
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("reading idempotency key: %w", err)
+	}
+	id := uuid.Must(uuid.NewV7())
+	var (
+		seq               int64
+		at                time.Time
+		payload, response []byte
+	)
+	if err := conn.QueryRow(ctx, rawPlaceCaptured, id, p.CustomerID, p.MerchantID, p.Amount, p.Currency).
+		Scan(&seq, &at, &payload, &response); err != nil {
+		return fmt.Errorf("placing order %s: %w", id, err)
+	}
+	last := &pgx.Batch{}
+	last.Queue(rawInsertKey, p.MerchantID, rawScope, key, hash[:], 201, response)
+	if err := ob.writer.Enqueue(ctx, heldWrites{last}, outbox.Event{
+		ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: id.String(), Type: "OrderCaptured",
+		SchemaVersion: 1, Sequence: seq, Topic: topic, Payload: payload, OccurredAt: at,
+	}); err != nil {
+		return err
+	}
+	last.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, last).Close(); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	committed = true
+	ob.notifier.Notify()
+	return nil
+}
+
+// heldWrites is the transaction outbox.Enqueue writes into for B1: its
+// INSERT is queued in a batch that ends with COMMIT.
+type heldWrites struct{ b *pgx.Batch }
+
+func (h heldWrites) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	h.b.Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+func (heldWrites) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errors.New("B1 holds writes only")
+}
+
+func (heldWrites) QueryRow(context.Context, string, ...any) pgx.Row {
+	panic("B1 holds writes only")
 }
 
 // rawOutbox is the outbox writer and notifier of B1's pool, set as the

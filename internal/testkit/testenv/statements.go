@@ -13,10 +13,12 @@ import (
 
 // Statements counts the statements run on a pool's connections, by their
 // sqlc query name ("-- name: ClaimBatch :many" counts as ClaimBatch; any
-// other statement as "other").
+// other statement as "other"), those sent in a batch (a pipeline) too, and
+// the round trips: a statement alone or a batch is one.
 type Statements struct {
 	mu     sync.Mutex
 	byName map[string]int
+	trips  int
 }
 
 // CountingPool opens a pool on dbURL whose statements the returned
@@ -39,18 +41,47 @@ func CountingPool(t testing.TB, dbURL string) (*pgxpool.Pool, *Statements) {
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (s *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	name := "other"
-	if _, rest, ok := strings.Cut(d.SQL, "-- name: "); ok {
-		name, _, _ = strings.Cut(rest, " ")
-	}
-	s.mu.Lock()
-	s.byName[name]++
-	s.mu.Unlock()
+	s.count(d.SQL, 1)
 	return ctx
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
 func (s *Statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart implements pgx.BatchTracer.
+func (s *Statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	s.mu.Lock()
+	s.trips++
+	s.mu.Unlock()
+	return ctx
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (s *Statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.count(d.SQL, 0)
+}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (s *Statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func (s *Statements) count(sql string, trips int) {
+	name := "other"
+	if _, rest, ok := strings.Cut(sql, "-- name: "); ok {
+		name, _, _ = strings.Cut(rest, " ")
+	}
+	s.mu.Lock()
+	s.byName[name]++
+	s.trips += trips
+	s.mu.Unlock()
+}
+
+// RoundTrips returns how many statements alone and batches were sent so
+// far (a statement pgx prepares first costs one more, not counted).
+func (s *Statements) RoundTrips() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.trips
+}
 
 // Counts returns the counts so far, by name.
 func (s *Statements) Counts() map[string]int {

@@ -15,18 +15,20 @@ import (
 	"github.com/paylab/paylab/services/orders/internal/orderdb"
 )
 
-// PlacePayment creates an order and captures it in one transaction: one
-// OrderCaptured event.
+// PlacePayment creates an order and captures it in one transaction, in one
+// statement: one OrderCaptured event.
 func (s *Service) PlacePayment(ctx context.Context, n order.NewOrder, opts Options) (Outcome[order.Order], error) {
 	if err := n.Validate(); err != nil {
 		return Outcome[order.Order]{}, err
 	}
 	return outcome[order.Order](s.execute(ctx, OpPlacePayment, opts, func(ctx context.Context, q *orderdb.Queries) (any, []outbox.Event, error) {
-		created, err := createOrder(ctx, q, n)
+		row, err := q.PlaceCapturedOrder(ctx, orderdb.PlaceCapturedOrderParams{
+			ID: newID(), CustomerID: n.CustomerID, MerchantID: n.MerchantID, Amount: n.Amount, Currency: n.Currency,
+		})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("placing payment: %w", err)
 		}
-		return capture(ctx, q, n.MerchantID, created.ID)
+		return captured(FromDB(row))
 	}))
 }
 
@@ -120,7 +122,11 @@ func capture(ctx context.Context, q *orderdb.Queries, merchant string, id uuid.U
 	if err != nil {
 		return nil, nil, fmt.Errorf("capturing order %s: %w", id, err)
 	}
-	o := FromDB(row)
+	return captured(FromDB(row))
+}
+
+// captured is a captured order and its OrderCaptured event.
+func captured(o order.Order) (any, []outbox.Event, error) {
 	ev, err := NewEvent(o, order.EventOrderCaptured, order.CapturedEvent(o), o.UpdatedAt)
 	return o, []outbox.Event{ev}, err
 }

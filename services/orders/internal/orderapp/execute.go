@@ -36,6 +36,9 @@ type txResult struct {
 //
 //	claim key, effect, store key, strategy.inTx, [before_commit], commit, strategy.afterCommit
 //
+// The writes that return nothing (storing the key, the outbox row) reach the
+// database with the commit, in one round trip.
+//
 // The whole runs in a span ("orders tx <op>"); the events carry its context.
 func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (res txResult, err error) {
 	ctx, span := s.startTx(ctx, op)
@@ -51,10 +54,9 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 	// Released after the commit too (a second Release is a no-op): what
 	// follows the commit, naive mode's publish, holds no connection.
 	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return txResult{}, fmt.Errorf("beginning transaction: %w", err)
-	}
+	// BEGIN travels with the first statement, and the writes at the end
+	// with COMMIT (pipetx.go).
+	tx := beginPipe(conn.Conn())
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()

@@ -3,8 +3,6 @@ package orderapp
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
@@ -13,7 +11,7 @@ import (
 // written and before the commit, and what it does after the commit.
 // execute is the same for every mode; only the strategy differs.
 type strategy interface {
-	inTx(ctx context.Context, tx pgx.Tx, op Op, events []outbox.Event) error
+	inTx(ctx context.Context, tx outbox.Tx, op Op, events []outbox.Event) error
 	// afterCommit runs only for a change that has events. An error is
 	// returned to the client; the change is committed all the same.
 	afterCommit(ctx context.Context, op Op, events []outbox.Event) error
@@ -35,7 +33,7 @@ func (s *Service) newStrategy() strategy {
 // transaction: they commit or vanish with it, and a relay publishes them.
 type outboxWrite struct{ s *Service }
 
-func (w outboxWrite) inTx(ctx context.Context, tx pgx.Tx, _ Op, events []outbox.Event) error {
+func (w outboxWrite) inTx(ctx context.Context, tx outbox.Tx, _ Op, events []outbox.Event) error {
 	return w.s.outbox.Enqueue(ctx, tx, events...)
 }
 
@@ -53,7 +51,7 @@ func (w outboxWrite) afterCommit(ctx context.Context, op Op, _ []outbox.Event) e
 // outage between the two loses them (the dual-write hole).
 type naive struct{ s *Service }
 
-func (naive) inTx(context.Context, pgx.Tx, Op, []outbox.Event) error { return nil }
+func (naive) inTx(context.Context, outbox.Tx, Op, []outbox.Event) error { return nil }
 
 // afterCommit publishes. The change cannot be taken back, so a failure is
 // only logged and counted: the events are lost.
@@ -74,7 +72,7 @@ func (n naive) afterCommit(ctx context.Context, op Op, events []outbox.Event) er
 // change that never happened.
 type publishFirst struct{ s *Service }
 
-func (p publishFirst) inTx(ctx context.Context, _ pgx.Tx, op Op, events []outbox.Event) error {
+func (p publishFirst) inTx(ctx context.Context, _ outbox.Tx, op Op, events []outbox.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
