@@ -83,6 +83,14 @@ type RelayConfig struct {
 	// notification: the fallback for lost notifications, and the pace at
 	// which expired leases and retry backoffs are noticed. Default 1s.
 	PollInterval time.Duration
+	// RoundInterval is the shortest time between the starts of two claims
+	// when the last batch was not full (a backlog drains without pause).
+	// Under a steady stream of events a round then takes what committed
+	// during the interval: fewer, fuller rounds, each of which costs two
+	// statements, a produce request and the consumers' fetches, for at most
+	// RoundInterval more latency; an event after a quiet spell is claimed at
+	// once. Default 10ms; negative: a round as soon as the last one ended.
+	RoundInterval time.Duration
 	// PollOnly turns LISTEN/NOTIFY off: the relay finds work by its poll
 	// interval alone. For where LISTEN is unavailable, or to measure
 	// polling. (Run's guard holds session advisory locks: a pooler must
@@ -229,6 +237,7 @@ type relayConfig struct {
 	Config
 	settings
 	PollOnly       bool
+	RoundInterval  time.Duration
 	Unsafe         Unsafe
 	Slot           string
 	Publication    string
@@ -249,6 +258,7 @@ const (
 	DefaultRetentionInterval = time.Minute
 	DefaultRetentionBatch    = 1000
 	DefaultStatsInterval     = 5 * time.Second
+	DefaultRoundInterval     = 10 * time.Millisecond
 )
 
 // withNames sets the zero names (table, channel, metric prefix) to their
@@ -308,7 +318,14 @@ func (s settings) withDefaults(batch int) settings {
 func (c RelayConfig) relay() relayConfig {
 	names := Config{Table: c.Table, Channel: c.Channel, MetricPrefix: c.MetricPrefix}
 	names.withNames()
-	return relayConfig{Config: names, PollOnly: c.PollOnly, Unsafe: c.Unsafe, settings: settings{
+	round := c.RoundInterval
+	switch {
+	case round == 0:
+		round = DefaultRoundInterval
+	case round < 0:
+		round = 0
+	}
+	return relayConfig{Config: names, PollOnly: c.PollOnly, RoundInterval: round, Unsafe: c.Unsafe, settings: settings{
 		ID: c.ID, BatchSize: c.BatchSize, LeaseTTL: c.LeaseTTL, MaxPublishWait: c.MaxPublishWait,
 		PollInterval: c.PollInterval, RetryBackoff: c.RetryBackoff, RetryMaxBackoff: c.RetryMaxBackoff,
 		OutageMaxBackoff: c.OutageMaxBackoff, MaxAttempts: c.MaxAttempts, Retention: c.Retention,

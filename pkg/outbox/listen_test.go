@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,4 +66,31 @@ func TestPollOnlyRelayDoesNotListen(t *testing.T) {
 		WHERE datname = current_database() AND application_name = 'outbox-listener'`); n != 0 {
 		t.Errorf("%d listening connections, want none", n)
 	}
+}
+
+// Under a steady stream of commits, each waking the relay, a claim starts no
+// sooner than RoundInterval after the previous one: the rounds are as many
+// as the intervals that passed, not one for every event or two.
+func TestRelayPacesRoundsUnderAStream(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := testenv.NewPool(t, migrate)
+	topic := testenv.NewTopic(t, 1)
+	ctx := testenv.Context(t)
+	relayPool, counter := testenv.CountingPool(t, dbURL)
+	const interval = 100 * time.Millisecond
+	start := time.Now()
+	startRelay(t, relayPool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{
+		PollInterval: time.Hour, RoundInterval: interval, Logger: testLogger(t),
+	})
+	const events = 300
+	for i := range events {
+		enqueue(t, ctx, pool, event(topic, fmt.Sprintf("order-%d", i), 1))
+		time.Sleep(2 * time.Millisecond)
+	}
+	testenv.Eventually(t, 30*time.Second, "every event published", func() bool { return undispatched(t, ctx, pool) == 0 })
+	claims, most := counter.Counts()["ClaimBatch"], int(time.Since(start)/interval)+2
+	if claims > most {
+		t.Fatalf("%d claims in %v, at most %d with a round interval of %v", claims, time.Since(start).Round(time.Millisecond), most, interval)
+	}
+	t.Logf("%d events in %d claims", events, claims)
 }

@@ -74,10 +74,13 @@ func (r *Relay) Run(ctx context.Context) error {
 // and unpublished. Ordering is unaffected: an event still being marked is
 // undispatched, so its aggregate's next event is not claimable yet.
 //
-// The loop goes on at once while rounds make progress (a full batch, or a
-// mark that dispatched events and so may have made their aggregates' next
-// events claimable); otherwise it waits for a notification or the poll
-// interval. A batch smaller than BatchSize means there is no backlog: it is
+// The loop goes on while rounds make progress (a full batch, or a mark that
+// dispatched events and so may have made their aggregates' next events
+// claimable); otherwise it waits for a notification or the poll interval.
+// Unless the last batch was full, a claim starts no sooner than
+// RoundInterval after the previous one: under a steady stream of commits each
+// round takes what committed meanwhile, instead of a round (two statements,
+// a produce request, the consumers' fetches) for every few events. A batch smaller than BatchSize means there is no backlog: it is
 // marked before the next claim, as without the overlap.
 func (r *Relay) dispatchLoop(ctx context.Context) error {
 	var marking <-chan markResult // the mark in flight, if any
@@ -97,8 +100,15 @@ func (r *Relay) dispatchLoop(ctx context.Context) error {
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var lastClaim time.Time
+	full := false // the last batch was full: a backlog, no pacing
 	for {
+		if wait := r.cfg.RoundInterval - time.Since(lastClaim); wait > 0 && !full {
+			pause(ctx, wait)
+		}
+		lastClaim = time.Now()
 		b, err := r.claimAndPublish(ctx)
+		full = b != nil && err == nil && len(b.rows) == r.cfg.BatchSize
 		progress := awaitMark().res.Dispatched > 0
 		if err != nil && ctx.Err() == nil {
 			r.metrics.relayErrors.Inc()

@@ -42,6 +42,7 @@ type Config struct {
 	BatchSize         int           `env:"RELAY_BATCH_SIZE"`
 	LeaseTTL          time.Duration `env:"RELAY_LEASE_TTL"`
 	PollInterval      time.Duration `env:"RELAY_POLL_INTERVAL"`
+	RoundInterval     time.Duration `env:"RELAY_ROUND_INTERVAL"`
 	RetryBackoff      time.Duration `env:"RELAY_RETRY_BACKOFF"`
 	RetryMaxBackoff   time.Duration `env:"RELAY_RETRY_MAX_BACKOFF"`
 	OutageMaxBackoff  time.Duration `env:"RELAY_OUTAGE_MAX_BACKOFF"`
@@ -175,6 +176,7 @@ func (c Config) RelayConfig(log *slog.Logger) outbox.RelayConfig {
 		BatchSize:         c.BatchSize,
 		LeaseTTL:          c.LeaseTTL,
 		PollInterval:      c.PollInterval,
+		RoundInterval:     c.RoundInterval,
 		RetryBackoff:      c.RetryBackoff,
 		RetryMaxBackoff:   c.RetryMaxBackoff,
 		OutageMaxBackoff:  c.OutageMaxBackoff,
