@@ -10,10 +10,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/internal/lab/loadgen"
+	"github.com/paylab/paylab/internal/platform/pgpipe"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
@@ -76,18 +76,16 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, ke
 			}
 		}
 	}()
+	w := pgpipe.New(conn.Conn(), "BEGIN")
 	var locked bool
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(rawLockKey, p.MerchantID, rawScope, key).QueryRow(func(r pgx.Row) error { return r.Scan(&locked) })
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+	if err := w.QueryRow(ctx, rawLockKey, p.MerchantID, rawScope, key).Scan(&locked); err != nil {
 		return fmt.Errorf("locking idempotency key: %w", err)
 	}
 	if !locked {
 		return errRawKeyInFlight
 	}
 	var status int32
-	if err := conn.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status); err == nil {
+	if err := w.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status); err == nil {
 		return nil
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("reading idempotency key: %w", err)
@@ -98,42 +96,23 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, ke
 		at                time.Time
 		payload, response []byte
 	)
-	if err := conn.QueryRow(ctx, rawPlaceCaptured, id, p.CustomerID, p.MerchantID, p.Amount, p.Currency).
+	if err := w.QueryRow(ctx, rawPlaceCaptured, id, p.CustomerID, p.MerchantID, p.Amount, p.Currency).
 		Scan(&seq, &at, &payload, &response); err != nil {
 		return fmt.Errorf("placing order %s: %w", id, err)
 	}
-	last := &pgx.Batch{}
-	last.Queue(rawInsertKey, p.MerchantID, rawScope, key, hash[:], 201, response)
-	if err := ob.writer.Enqueue(ctx, heldWrites{last}, outbox.Event{
+	_, _ = w.Exec(ctx, rawInsertKey, p.MerchantID, rawScope, key, hash[:], 201, response)
+	if err := ob.writer.Enqueue(ctx, w, outbox.Event{
 		ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: id.String(), Type: "OrderCaptured",
 		SchemaVersion: 1, Sequence: seq, Topic: topic, Payload: payload, OccurredAt: at,
 	}); err != nil {
 		return err
 	}
-	last.Queue("COMMIT")
-	if err := conn.SendBatch(ctx, last).Close(); err != nil {
-		return fmt.Errorf("committing: %w", err)
+	if tag, err := w.Finish(ctx, "COMMIT"); err != nil || tag.String() != "COMMIT" {
+		return fmt.Errorf("committing (%s): %w", tag, err)
 	}
 	committed = true
 	ob.notifier.Notify()
 	return nil
-}
-
-// heldWrites is the transaction outbox.Enqueue writes into for B1: its
-// INSERT is queued in a batch that ends with COMMIT.
-type heldWrites struct{ b *pgx.Batch }
-
-func (h heldWrites) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	h.b.Queue(sql, args...)
-	return pgconn.CommandTag{}, nil
-}
-
-func (heldWrites) Query(context.Context, string, ...any) (pgx.Rows, error) {
-	return nil, errors.New("B1 holds writes only")
-}
-
-func (heldWrites) QueryRow(context.Context, string, ...any) pgx.Row {
-	panic("B1 holds writes only")
 }
 
 // rawOutbox is the outbox writer and notifier of B1's pool, set as the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paylab/paylab/internal/platform/pgpipe"
 	"github.com/paylab/paylab/pkg/inbox"
 	"github.com/paylab/paylab/services/ledger/internal/ledgerdb"
 )
@@ -69,9 +70,14 @@ type posting struct {
 //     shared balance rows in the same order, so they queue for the last
 //     statement and the commit only, and cannot deadlock.
 //
+// The writes whose results are only their errors travel together with the
+// next read, or at the end (pgpipe): a run of captures takes two round trips
+// to the database, not seven.
+//
 // A payload that cannot be applied fails the run with a permanent error.
 func Apply(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) (err error) {
-	q := ledgerdb.New(tx)
+	w := pgpipe.New(tx)
+	q := ledgerdb.New(w)
 	var captures, refunds []*entry
 	entries := make([]*entry, 0, len(msgs))
 	for _, msg := range msgs {
@@ -102,7 +108,13 @@ func Apply(ctx context.Context, tx pgx.Tx, msgs []inbox.Message) (err error) {
 	if err := q.CheckBalanced(ctx); err != nil {
 		return fmt.Errorf("checking that %d entries balance: %w", len(entries), err)
 	}
-	return updateBalances(ctx, q, entries)
+	if err := updateBalances(ctx, q, entries); err != nil {
+		return err
+	}
+	if err := w.Flush(ctx); err != nil {
+		return fmt.Errorf("posting %d entries: %w", len(entries), err)
+	}
+	return nil
 }
 
 // parse decodes and validates one event into its entry; a refund's lines are
