@@ -1,6 +1,7 @@
 // Package pgpipe saves a transaction's round trips: the writes that return
-// nothing (Exec) are held and sent in one pgx pipeline with the next
-// statement that reads, or with a final statement such as COMMIT. The
+// nothing (Exec), and reads queued with QueueRow, are held and sent in one
+// pgx pipeline with the next statement that reads, or with a final
+// statement such as COMMIT. The
 // statements still run in the order they were issued, in the same
 // transaction; only their results come back later. An error in a held
 // statement surfaces at the statement that sends it (the server skips the
@@ -35,6 +36,7 @@ type Writes struct {
 type stmt struct {
 	sql  string
 	args []any
+	scan func(pgx.Row) error // a held read's, or nil
 }
 
 // New returns Writes on db that already hold the given statements (e.g.
@@ -51,6 +53,13 @@ func New(db Sender, held ...string) *Writes {
 func (w *Writes) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	w.held = append(w.held, stmt{sql: sql, args: args})
 	return pgconn.CommandTag{}, nil
+}
+
+// QueueRow holds a read: it is sent with the next statement that is sent,
+// and scan gets its row then (before that statement's result is read). An
+// error of scan's surfaces there too.
+func (w *Writes) QueueRow(sql string, args []any, scan func(pgx.Row) error) {
+	w.held = append(w.held, stmt{sql: sql, args: args, scan: scan})
 }
 
 // QueryRow sends the held statements and this one in one round trip.
@@ -114,12 +123,18 @@ func (w *Writes) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 	if sql != "" {
 		b.Queue(sql, args...)
 	}
-	held := len(w.held)
-	w.held = w.held[:0]
-	w.sent = true
+	held := w.held
+	w.held, w.sent = nil, true
+	defer func() { w.held = held[:0] }()
 	br := w.db.SendBatch(ctx, b)
-	for i := range held {
-		if _, err := br.Exec(); err != nil {
+	for i, h := range held {
+		var err error
+		if h.scan != nil {
+			err = h.scan(br.QueryRow())
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
 			_ = br.Close()
 			return nil, fmt.Errorf("%s: %w", name(b.QueuedQueries[i].SQL), err)
 		}

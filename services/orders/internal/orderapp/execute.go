@@ -67,7 +67,7 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 	q := orderdb.New(tx)
 
 	if idem := opts.Idempotency; idem != nil {
-		prior, err := claimKey(ctx, q, idem)
+		prior, err := claimKey(ctx, tx, q, idem)
 		if err != nil {
 			return txResult{}, err
 		}

@@ -56,17 +56,21 @@ type Outcome[T any] struct {
 
 // claimKey locks the key for the transaction and looks for a stored
 // response. It returns the response to replay, or nil when the effect should
-// run now.
-func claimKey(ctx context.Context, q *orderdb.Queries, idem *Idempotency) (*Response, error) {
-	acquired, err := q.TryLockIdempotencyKey(ctx, orderdb.TryLockIdempotencyKeyParams{MerchantID: idem.Merchant, Scope: idem.Scope, Key: idem.Key})
-	if err != nil {
-		return nil, fmt.Errorf("locking idempotency key: %w", err)
-	}
-	if !acquired {
-		return nil, order.ErrIdempotencyKeyInFlight
-	}
+// run now. The lock and the lookup travel in one round trip (with BEGIN):
+// two statements, so that the lookup's snapshot is taken after the lock is
+// held and sees the response of a transaction that held it before; the
+// lookup's result counts only if the lock was acquired.
+func claimKey(ctx context.Context, tx *pipeTx, q *orderdb.Queries, idem *Idempotency) (*Response, error) {
+	var acquired bool
+	tx.w.QueueRow(orderdb.TryLockIdempotencyKeySQL, []any{idem.Merchant, idem.Scope, idem.Key},
+		func(r pgx.Row) error { return r.Scan(&acquired) })
 	row, err := q.GetIdempotencyKey(ctx, orderdb.GetIdempotencyKeyParams{MerchantID: idem.Merchant, Scope: idem.Scope, Key: idem.Key})
-	if errors.Is(err, pgx.ErrNoRows) {
+	switch {
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("locking and reading idempotency key: %w", err)
+	case !acquired:
+		return nil, order.ErrIdempotencyKeyInFlight
+	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
 	}
 	if err != nil {

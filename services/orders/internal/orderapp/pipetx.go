@@ -13,9 +13,9 @@ import (
 // round trips than pgx.Tx: BEGIN and every Exec (a write whose only result
 // is its error) are held and sent in one pipeline with the next statement
 // that reads, or with COMMIT (pgpipe). A payment with an Idempotency-Key
-// makes four round trips instead of eight:
+// makes three round trips instead of eight:
 //
-//	BEGIN + lock the key  ·  look the key up  ·  insert the captured order  ·  store the key + insert the outbox row + COMMIT
+//	BEGIN + lock the key + look it up  ·  insert the captured order  ·  store the key + insert the outbox row + COMMIT
 //
 // An error in a held statement surfaces at the statement that sends it and
 // the transaction is rolled back: nothing of it commits.
