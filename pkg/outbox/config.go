@@ -36,6 +36,13 @@ type Config struct {
 	// each transaction, nothing for the caller to do after commit. The
 	// relays are configured the same either way.
 	NotifyAfterCommit bool
+	// NotifyInterval is the Notifier's shortest time between two NOTIFYs:
+	// the Notify calls meanwhile fold into the next. The first after a
+	// quiet spell is sent at once. A relay claims no more often than its
+	// RoundInterval anyway; each NOTIFY costs a transaction on the server
+	// and a wake-up of every listening relay. Default 5ms; negative: one
+	// NOTIFY as soon as the last one is sent.
+	NotifyInterval time.Duration
 	// MetricPrefix starts the name of every relay metric, e.g.
 	// <prefix>_pending. Default: the table's name.
 	MetricPrefix string
@@ -259,6 +266,7 @@ const (
 	DefaultRetentionBatch    = 1000
 	DefaultStatsInterval     = 5 * time.Second
 	DefaultRoundInterval     = 10 * time.Millisecond
+	DefaultNotifyInterval    = 5 * time.Millisecond
 )
 
 // withNames sets the zero names (table, channel, metric prefix) to their

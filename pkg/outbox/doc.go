@@ -127,7 +127,8 @@
 // Enqueue only inserts, and the process calls Notifier.Notify after each
 // commit; one Notifier per process (NewNotifier, run for the process's
 // lifetime) sends one NOTIFY at a time on a connection of its own, folding
-// every commit made meanwhile into it. A missed Notify costs latency, never
+// every commit made meanwhile into it, and no more than one per
+// Config.NotifyInterval (5ms). A missed Notify costs latency, never
 // an event. RelayConfig.PollOnly turns LISTEN off, where it is unavailable
 // (a pooler in transaction mode). Under a steady stream of commits the
 // relay starts a claim no sooner than RelayConfig.RoundInterval (10ms) after

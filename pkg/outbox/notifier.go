@@ -15,17 +15,19 @@ import (
 // transactions, for a Writer whose Config sets NotifyAfterCommit. Call
 // Notify once a transaction that enqueued events has committed; Run sends
 // the NOTIFY. Notify never blocks: while one NOTIFY is on its way, every
-// Notify folds into the next one, so a process sends at most one at a time
-// however fast it commits, and no payment transaction waits for the
-// notification lock, nor for a connection: the Notifier has its own.
+// Notify folds into the next one, so a process sends at most one at a time,
+// and no more than one per Config.NotifyInterval, however fast it commits;
+// no payment transaction waits for the notification lock, nor for a
+// connection: the Notifier has its own.
 // Create one per process and outbox table, and run it for the process's
 // lifetime.
 type Notifier struct {
-	conn    *pgx.ConnConfig
-	channel string
-	log     *slog.Logger
-	kick    chan struct{}
-	sent    atomic.Int64
+	conn     *pgx.ConnConfig
+	channel  string
+	interval time.Duration
+	log      *slog.Logger
+	kick     chan struct{}
+	sent     atomic.Int64
 }
 
 // NewNotifier returns a Notifier that sends cfg's Channel on a connection
@@ -47,7 +49,14 @@ func NewNotifier(conn *pgx.ConnConfig, cfg Config, log *slog.Logger) (*Notifier,
 		conn.RuntimeParams = map[string]string{}
 	}
 	conn.RuntimeParams["application_name"] = cfg.Table + "-notifier"
-	return &Notifier{conn: conn, channel: cfg.Channel, log: log, kick: make(chan struct{}, 1)}, nil
+	interval := cfg.NotifyInterval
+	switch {
+	case interval == 0:
+		interval = DefaultNotifyInterval
+	case interval < 0:
+		interval = 0
+	}
+	return &Notifier{conn: conn, channel: cfg.Channel, interval: interval, log: log, kick: make(chan struct{}, 1)}, nil
 }
 
 // Notify asks for a NOTIFY to be sent after this call; it returns at once.
@@ -75,12 +84,17 @@ func (n *Notifier) Run(ctx context.Context) error {
 			conn.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-n.kick:
 		}
+		if wait := n.interval - time.Since(last); wait > 0 {
+			pause(ctx, wait) // the Notify calls meanwhile fold into this one
+		}
+		last = time.Now()
 		err := func() (err error) {
 			if conn == nil {
 				if conn, err = pgx.ConnectConfig(ctx, n.conn); err != nil {

@@ -132,3 +132,34 @@ func TestNotifierWakesTheRelay(t *testing.T) {
 		})
 	}
 }
+
+// However fast Notify is called, the Notifier sends no more than one NOTIFY
+// per NotifyInterval; the first after a quiet spell at once.
+func TestNotifierPacesItsNotifications(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.NewPool(t, migrate)
+	ctx := testenv.Context(t)
+	const interval = 50 * time.Millisecond
+	n, err := outbox.NewNotifier(pool.Config().ConnConfig, outbox.Config{NotifyAfterCommit: true, NotifyInterval: interval}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	n.Notify()
+	testenv.Eventually(t, 10*time.Second, "the first NOTIFY sent", func() bool { return n.Sent() == 1 })
+	start := time.Now()
+	for time.Since(start) < 500*time.Millisecond {
+		n.Notify()
+		time.Sleep(time.Millisecond)
+	}
+	sent, most := n.Sent()-1, int64(time.Since(start)/interval)+2
+	if sent > most {
+		t.Fatalf("%d NOTIFYs in %v, at most %d with an interval of %v", sent, time.Since(start).Round(time.Millisecond), most, interval)
+	}
+	if sent == 0 {
+		t.Fatal("no NOTIFY sent for half a second of Notify calls")
+	}
+}
