@@ -19,9 +19,9 @@ import (
 
 // B1's raw baseline: the statements one POST /v1/payments makes in outbox
 // mode, written out here with plain pgx, in the same order, in one
-// transaction and in the same four round trips (BEGIN with the key's lock;
-// the key's lookup; the captured order; the key, the outbox row and COMMIT
-// in one pipeline), and nothing else — no HTTP, no validation, no hooks, no
+// transaction and in the same three round trips (BEGIN with the key's lock
+// and lookup; the captured order; the key, the outbox row and COMMIT in one
+// pipeline), and nothing else — no HTTP, no validation, no hooks, no
 // error translation, no spans. Whatever the API costs beyond them (S1 / B1)
 // is the API's own. It is not a second implementation of the capture: it
 // answers no request and nothing but the bench calls it. The orders
@@ -77,18 +77,19 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, ke
 		}
 	}()
 	w := pgpipe.New(conn.Conn(), "BEGIN")
-	var locked bool
-	if err := w.QueryRow(ctx, rawLockKey, p.MerchantID, rawScope, key).Scan(&locked); err != nil {
-		return fmt.Errorf("locking idempotency key: %w", err)
-	}
-	if !locked {
+	var (
+		locked bool
+		status int32
+	)
+	w.QueueRow(rawLockKey, []any{p.MerchantID, rawScope, key}, func(r pgx.Row) error { return r.Scan(&locked) })
+	err = w.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status)
+	switch {
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("locking and reading idempotency key: %w", err)
+	case !locked:
 		return errRawKeyInFlight
-	}
-	var status int32
-	if err := w.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status); err == nil {
+	case err == nil:
 		return nil
-	} else if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("reading idempotency key: %w", err)
 	}
 	id := uuid.Must(uuid.NewV7())
 	var (
