@@ -15,6 +15,7 @@ import (
 
 	"github.com/paylab/paylab/internal/lab/loadgen"
 	"github.com/paylab/paylab/internal/platform/apikey"
+	"github.com/paylab/paylab/internal/platform/dbpool"
 )
 
 // CaptureResult is one concurrency level of B1 or S1.
@@ -52,6 +53,7 @@ func rawCaptures(ctx context.Context, e *env, s Sizes) ([]CaptureResult, error) 
 			return out, err
 		}
 		cfg.MaxConns, cfg.MinConns = int32(c), int32(c)
+		dbpool.Configure(cfg) // as the orders API's pool
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return out, err

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paylab/paylab/internal/platform/dbpool"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
@@ -133,6 +134,7 @@ func (e *env) outboxWrite(ctx context.Context, s Sizes, name string, c, round in
 		return CaptureResult{}, err
 	}
 	cfg.MaxConns, cfg.MinConns = int32(c), int32(c)
+	dbpool.Configure(cfg) // as the orders API's pool
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return CaptureResult{}, err

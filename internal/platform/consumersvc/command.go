@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paylab/paylab/internal/platform/dbpool"
 	"github.com/paylab/paylab/internal/platform/telemetry"
 	"github.com/paylab/paylab/pkg/inbox"
 )
@@ -33,7 +33,7 @@ func Redrive(ctx context.Context, databaseURL string, log *slog.Logger, handlers
 	if err != nil {
 		return fmt.Errorf("event id %q: %w", arg, err)
 	}
-	pool, err := pgxpool.New(ctx, databaseURL)
+	pool, err := dbpool.New(ctx, databaseURL, nil)
 	if err != nil {
 		return fmt.Errorf("opening the database: %w", err)
 	}

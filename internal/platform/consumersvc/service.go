@@ -14,6 +14,7 @@ import (
 	"github.com/paylab/paylab/internal/platform/admin"
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/platform/dbpool"
 	"github.com/paylab/paylab/internal/platform/process"
 	"github.com/paylab/paylab/internal/platform/telemetry"
 	"github.com/paylab/paylab/pkg/inbox"
@@ -55,7 +56,7 @@ type Service struct {
 // Open opens the database and builds the inbox runner. Close the pool when
 // done (Service.Close).
 func Open(ctx context.Context, cfg Config, log *slog.Logger, spec Spec) (*Service, error) {
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pool, err := dbpool.New(ctx, cfg.DatabaseURL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("opening the database: %w", err)
 	}

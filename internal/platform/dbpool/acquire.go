@@ -1,4 +1,5 @@
-// Package dbpool is how a request takes a pooled database connection: within
+// Package dbpool is how the processes open their pools (New, Configure: uuid.UUID
+// encoded directly) and how a request takes a pooled connection: within
 // a bound, so that a stuck database yields fast 503s instead of requests
 // piling up behind each other until their clients give up.
 package dbpool

@@ -19,6 +19,7 @@ import (
 	"github.com/paylab/paylab/internal/platform/apikey"
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/platform/dbpool"
 	"github.com/paylab/paylab/internal/platform/process"
 	"github.com/paylab/paylab/pkg/outbox"
 	"github.com/paylab/paylab/services/orders/internal/config"
@@ -48,6 +49,7 @@ func Run(ctx context.Context, cfg config.API, log *slog.Logger, opts Options) er
 		return fmt.Errorf("parsing DATABASE_URL: %w", err)
 	}
 	poolCfg.MaxConns = cfg.DatabaseMaxConns
+	dbpool.Configure(poolCfg)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return fmt.Errorf("opening database pool: %w", err)

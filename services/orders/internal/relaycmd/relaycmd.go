@@ -61,12 +61,12 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/internal/platform/admin"
 	"github.com/paylab/paylab/internal/platform/broker"
 	"github.com/paylab/paylab/internal/platform/chaos"
+	"github.com/paylab/paylab/internal/platform/dbpool"
 	"github.com/paylab/paylab/internal/platform/process"
 	"github.com/paylab/paylab/pkg/outbox"
 )
@@ -84,7 +84,7 @@ func Run(ctx context.Context, log *slog.Logger) error {
 	}
 	log.InfoContext(ctx, "starting orders relay", "config", cfg)
 
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pool, err := dbpool.New(ctx, cfg.DatabaseURL, nil)
 	if err != nil {
 		return fmt.Errorf("opening the orders database: %w", err)
 	}
