@@ -5,7 +5,6 @@
 package outboxdb
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,8 +19,8 @@ type Outbox struct {
 	SchemaVersion int32
 	Sequence      int64
 	Topic         string
-	Payload       json.RawMessage
-	Headers       json.RawMessage
+	Payload       []byte
+	Headers       []byte
 	OccurredAt    time.Time
 	CreatedAt     time.Time
 	DispatchedAt  *time.Time

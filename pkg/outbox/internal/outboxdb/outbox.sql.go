@@ -65,8 +65,8 @@ type ClaimBatchRow struct {
 	SchemaVersion int32
 	Sequence      int64
 	Topic         string
-	Payload       json.RawMessage
-	Headers       json.RawMessage
+	Payload       []byte
+	Headers       []byte
 	OccurredAt    time.Time
 	CreatedAt     time.Time
 	Attempts      int32
@@ -267,8 +267,8 @@ type InsertEventParams struct {
 	SchemaVersion int32
 	Sequence      int64
 	Topic         string
-	Payload       json.RawMessage
-	Headers       json.RawMessage
+	Payload       []byte
+	Headers       []byte
 	OccurredAt    time.Time
 }
 

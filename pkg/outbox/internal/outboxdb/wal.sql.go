@@ -7,7 +7,6 @@ package outboxdb
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -323,8 +322,8 @@ type WALHandoverEventsRow struct {
 	SchemaVersion int32
 	Sequence      int64
 	Topic         string
-	Payload       json.RawMessage
-	Headers       json.RawMessage
+	Payload       []byte
+	Headers       []byte
 	OccurredAt    time.Time
 	CreatedAt     time.Time
 }
@@ -416,8 +415,8 @@ type WALSweepEventsRow struct {
 	SchemaVersion int32
 	Sequence      int64
 	Topic         string
-	Payload       json.RawMessage
-	Headers       json.RawMessage
+	Payload       []byte
+	Headers       []byte
 	OccurredAt    time.Time
 	CreatedAt     time.Time
 }
