@@ -322,18 +322,23 @@ func (s settings) withDefaults(batch int) settings {
 	return s
 }
 
+// pacing is a pacing interval after defaults: def when d is zero, none
+// (zero) when d is negative.
+func pacing(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
 // relay is the polling relay's configuration after defaults.
 func (c RelayConfig) relay() relayConfig {
 	names := Config{Table: c.Table, Channel: c.Channel, MetricPrefix: c.MetricPrefix}
 	names.withNames()
-	round := c.RoundInterval
-	switch {
-	case round == 0:
-		round = DefaultRoundInterval
-	case round < 0:
-		round = 0
-	}
-	return relayConfig{Config: names, PollOnly: c.PollOnly, RoundInterval: round, Unsafe: c.Unsafe, settings: settings{
+	return relayConfig{Config: names, PollOnly: c.PollOnly, RoundInterval: pacing(c.RoundInterval, DefaultRoundInterval), Unsafe: c.Unsafe, settings: settings{
 		ID: c.ID, BatchSize: c.BatchSize, LeaseTTL: c.LeaseTTL, MaxPublishWait: c.MaxPublishWait,
 		PollInterval: c.PollInterval, RetryBackoff: c.RetryBackoff, RetryMaxBackoff: c.RetryMaxBackoff,
 		OutageMaxBackoff: c.OutageMaxBackoff, MaxAttempts: c.MaxAttempts, Retention: c.Retention,

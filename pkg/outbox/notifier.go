@@ -49,14 +49,7 @@ func NewNotifier(conn *pgx.ConnConfig, cfg Config, log *slog.Logger) (*Notifier,
 		conn.RuntimeParams = map[string]string{}
 	}
 	conn.RuntimeParams["application_name"] = cfg.Table + "-notifier"
-	interval := cfg.NotifyInterval
-	switch {
-	case interval == 0:
-		interval = DefaultNotifyInterval
-	case interval < 0:
-		interval = 0
-	}
-	return &Notifier{conn: conn, channel: cfg.Channel, interval: interval, log: log, kick: make(chan struct{}, 1)}, nil
+	return &Notifier{conn: conn, channel: cfg.Channel, interval: pacing(cfg.NotifyInterval, DefaultNotifyInterval), log: log, kick: make(chan struct{}, 1)}, nil
 }
 
 // Notify asks for a NOTIFY to be sent after this call; it returns at once.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/pkg/outbox"
 	"github.com/paylab/paylab/pkg/outbox/internal/testenv"
@@ -105,14 +106,7 @@ func TestNotifierWakesTheRelay(t *testing.T) {
 	ctx := testenv.Context(t)
 	cfg := outbox.Config{NotifyAfterCommit: true}
 	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{PollInterval: time.Hour, Logger: testLogger(t)})
-	n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- n.Run(rctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	n := runNotifier(t, ctx, pool, cfg)
 	w, err := outbox.NewWriter(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -140,14 +134,7 @@ func TestNotifierPacesItsNotifications(t *testing.T) {
 	pool, _ := testenv.NewPool(t, migrate)
 	ctx := testenv.Context(t)
 	const interval = 50 * time.Millisecond
-	n, err := outbox.NewNotifier(pool.Config().ConnConfig, outbox.Config{NotifyAfterCommit: true, NotifyInterval: interval}, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- n.Run(rctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	n := runNotifier(t, ctx, pool, outbox.Config{NotifyAfterCommit: true, NotifyInterval: interval})
 	n.Notify()
 	testenv.Eventually(t, 10*time.Second, "the first NOTIFY sent", func() bool { return n.Sent() == 1 })
 	start := time.Now()
@@ -162,4 +149,19 @@ func TestNotifierPacesItsNotifications(t *testing.T) {
 	if sent == 0 {
 		t.Fatal("no NOTIFY sent for half a second of Notify calls")
 	}
+}
+
+// runNotifier runs a Notifier for cfg on pool's database until the test
+// ends.
+func runNotifier(t *testing.T, ctx context.Context, pool *pgxpool.Pool, cfg outbox.Config) *outbox.Notifier {
+	t.Helper()
+	n, err := outbox.NewNotifier(pool.Config().ConnConfig, cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return n
 }
