@@ -105,12 +105,23 @@ func (w *Writer) Enqueue(ctx context.Context, tx Tx, events ...Event) error {
 	}
 	q := outboxdb.New(withTable(tx, w.table, w.sql))
 	if len(events) == 1 {
-		if err := q.InsertEvent(ctx, outboxdb.InsertEventParams{
-			Channel: p.Channel, Notify: p.Notify, EventID: p.EventIds[0], AggregateType: p.AggregateTypes[0],
-			AggregateID: p.AggregateIds[0], EventType: p.EventTypes[0], SchemaVersion: p.SchemaVersions[0],
-			Sequence: p.Sequences[0], Topic: p.Topics[0], Payload: p.Payloads[0], Headers: p.Headers[0],
-			OccurredAt: p.OccurredAts[0],
-		}); err != nil {
+		var err error
+		if w.notify {
+			err = q.InsertEvent(ctx, outboxdb.InsertEventParams{
+				Channel: p.Channel, Notify: true, EventID: p.EventIds[0], AggregateType: p.AggregateTypes[0],
+				AggregateID: p.AggregateIds[0], EventType: p.EventTypes[0], SchemaVersion: p.SchemaVersions[0],
+				Sequence: p.Sequences[0], Topic: p.Topics[0], Payload: p.Payloads[0], Headers: p.Headers[0],
+				OccurredAt: p.OccurredAts[0],
+			})
+		} else {
+			err = q.InsertEventQuiet(ctx, outboxdb.InsertEventQuietParams{
+				EventID: p.EventIds[0], AggregateType: p.AggregateTypes[0],
+				AggregateID: p.AggregateIds[0], EventType: p.EventTypes[0], SchemaVersion: p.SchemaVersions[0],
+				Sequence: p.Sequences[0], Topic: p.Topics[0], Payload: p.Payloads[0], Headers: p.Headers[0],
+				OccurredAt: p.OccurredAts[0],
+			})
+		}
+		if err != nil {
 			return fmt.Errorf("outbox: inserting event %s into %s: %w", events[0].ID, w.table, err)
 		}
 		return nil

@@ -28,6 +28,14 @@ WITH inserted AS (
 )
 SELECT pg_notify(@channel::text, '') FROM inserted WHERE @notify::boolean;
 
+-- name: InsertEventQuiet :exec
+-- InsertEvent without the notification (Config.NotifyAfterCommit): a plain
+-- INSERT, without the CTE and the pg_notify call that would not run.
+INSERT INTO /* TEMPLATE: table */outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+                    sequence, topic, payload, headers, occurred_at)
+VALUES (@event_id, @aggregate_type, @aggregate_id, @event_type, @schema_version,
+        @sequence, @topic, @payload, @headers, @occurred_at);
+
 -- name: ClaimBatch :many
 -- Leases up to batch_size claimable events to owner for lease_seconds, in one
 -- statement, on the database clock. Claimable: not dispatched, not parked, not

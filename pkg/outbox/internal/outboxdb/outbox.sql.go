@@ -293,6 +293,44 @@ func (q *Queries) InsertEvent(ctx context.Context, arg InsertEventParams) error 
 	return err
 }
 
+const insertEventQuiet = `-- name: InsertEventQuiet :exec
+INSERT INTO /* TEMPLATE: table */outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
+                    sequence, topic, payload, headers, occurred_at)
+VALUES ($1, $2, $3, $4, $5,
+        $6, $7, $8, $9, $10)
+`
+
+type InsertEventQuietParams struct {
+	EventID       uuid.UUID
+	AggregateType string
+	AggregateID   string
+	EventType     string
+	SchemaVersion int32
+	Sequence      int64
+	Topic         string
+	Payload       []byte
+	Headers       []byte
+	OccurredAt    time.Time
+}
+
+// InsertEvent without the notification (Config.NotifyAfterCommit): a plain
+// INSERT, without the CTE and the pg_notify call that would not run.
+func (q *Queries) InsertEventQuiet(ctx context.Context, arg InsertEventQuietParams) error {
+	_, err := q.db.Exec(ctx, insertEventQuiet,
+		arg.EventID,
+		arg.AggregateType,
+		arg.AggregateID,
+		arg.EventType,
+		arg.SchemaVersion,
+		arg.Sequence,
+		arg.Topic,
+		arg.Payload,
+		arg.Headers,
+		arg.OccurredAt,
+	)
+	return err
+}
+
 const insertEvents = `-- name: InsertEvents :exec
 WITH inserted AS (
     INSERT INTO /* TEMPLATE: table */outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
