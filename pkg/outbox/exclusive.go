@@ -35,6 +35,15 @@ const (
 //	relay ID  (hashtext('outbox_relay_id:' || table), hashtext(id))      exclusive
 //	mode      (hashtext('outbox_mode:' || table), hashtext(poll | wal))  shared by the running relays of that mode
 //	start     (hashtext('outbox_mode:' || table), hashtext('start'))     exclusive, for one start's check
+//
+// modeLooks and modeLookPause: how often, and how far apart, a polling
+// relay finds the WAL mode's lock taken before it concludes that a WAL relay
+// runs (takeMode).
+const (
+	modeLooks     = 10
+	modeLookPause = 20 * time.Millisecond
+)
+
 func idLockClass(table string) string   { return "outbox_relay_id:" + table }
 func modeLockClass(table string) string { return "outbox_mode:" + table }
 
@@ -178,8 +187,10 @@ func (e *exclusion) takeID(ctx context.Context, conn *pgx.Conn) error {
 // relay waits, trying again every PollInterval; waiting tells whether that
 // was logged.
 func (e *exclusion) takeMode(ctx context.Context, conn *pgx.Conn, waiting *bool) (*guard, error) {
+	looks := 0
 	for {
 		taken, err := e.tryMode(ctx, conn)
+		looks++
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("taking the relay mode's lock: %w", err)
@@ -191,6 +202,17 @@ func (e *exclusion) takeMode(ctx context.Context, conn *pgx.Conn, waiting *bool)
 				e.taken(ctx, conn)
 			}
 			return e.hold(ctx, conn), nil
+		case e.mode == modePoll && looks < modeLooks:
+			// Another polling relay starting at the same moment holds the
+			// WAL mode's lock for its check's transaction, and the server
+			// releases that transaction's locks one by one: the start lock
+			// may reach this relay before the WAL mode's lock is free. A
+			// WAL relay holds it for its lifetime, so look again.
+			pause(ctx, modeLookPause)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
 		case e.mode == modePoll:
 			return nil, fmt.Errorf("%w: table %s (a polling relay starts once every WAL relay has stopped)", ErrWALRelayRunning, e.cfg.Table)
 		}

@@ -212,6 +212,59 @@ func TestExclusiveRelayTakesItsIDAgainAfterItsConnectionDrops(t *testing.T) {
 	}
 }
 
+// Polling relays that start together take turns at the mode check, and a
+// check's transaction releases the WAL mode's lock a moment after the start
+// lock: a polling relay that finds the WAL mode's lock held by such a
+// transaction, which lets it go at once, starts all the same (only a WAL
+// relay, which holds it for good, refuses it).
+func TestExclusivePollRelayStartsPastAnotherRelaysModeCheck(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.NewPool(t, migrate)
+	ctx := testenv.Context(t)
+	check, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = check.Rollback(context.Background()) }()
+	if _, err := check.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('outbox_mode:outbox'), hashtext('wal'))"); err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	counting := outbox.PublisherFunc(func(_ context.Context, events []outbox.Event) []error {
+		sent.Add(int64(len(events)))
+		return nil
+	})
+	relay := goRun(t, "poll", mustRelay(t, pool, counting, outbox.RelayConfig{ID: "starting", PollInterval: 100 * time.Millisecond, Logger: testLogger(t)}).Run)
+	// The relay takes its ID, then checks the modes, each check a
+	// transaction on its guard's session: let the lock go once the relay
+	// has found it taken.
+	looked := func() bool {
+		pid := idHolder(t, ctx, pool, "starting")
+		return pid != 0 && queryInt(t, ctx, pool, `SELECT count(*) FROM pg_stat_activity
+			WHERE pid = $1 AND state = 'idle' AND query ILIKE 'commit%'`, pid) == 1
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !looked() {
+		select {
+		case err := <-relay.done:
+			relay.err, relay.ended = err, true
+			t.Fatalf("the relay returned %v while another relay's check held the lock", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the relay did not check the modes within 30s")
+		}
+	}
+	if err := check.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, ctx, pool, event("orders", "order-1", 1))
+	testenv.Eventually(t, 30*time.Second, "the relay to publish", func() bool { return sent.Load() == 1 })
+	if err := relay.stop(); err != nil {
+		t.Fatalf("the relay returned %v", err)
+	}
+}
+
 // A polling relay started while a WAL relay runs against the table is
 // refused and publishes nothing, and leaves the slot alone; a polling
 // relay of another database runs (the modes are per table and database)
