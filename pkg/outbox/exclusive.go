@@ -36,13 +36,9 @@ const (
 //	mode      (hashtext('outbox_mode:' || table), hashtext(poll | wal))  shared by the running relays of that mode
 //	start     (hashtext('outbox_mode:' || table), hashtext('start'))     exclusive, for one start's check
 //
-// modeLooks and modeLookPause: how often, and how far apart, a polling
-// relay finds the WAL mode's lock taken before it concludes that a WAL relay
-// runs (takeMode).
-const (
-	modeLooks     = 10
-	modeLookPause = 20 * time.Millisecond
-)
+// modeLookPause is how long a polling relay waits before it looks again
+// when another relay's mode check held the lock it tried (takeMode).
+const modeLookPause = 20 * time.Millisecond
 
 func idLockClass(table string) string   { return "outbox_relay_id:" + table }
 func modeLockClass(table string) string { return "outbox_mode:" + table }
@@ -187,10 +183,12 @@ func (e *exclusion) takeID(ctx context.Context, conn *pgx.Conn) error {
 // relay waits, trying again every PollInterval; waiting tells whether that
 // was logged.
 func (e *exclusion) takeMode(ctx context.Context, conn *pgx.Conn, waiting *bool) (*guard, error) {
-	looks := 0
 	for {
 		taken, err := e.tryMode(ctx, conn)
-		looks++
+		var walRunning bool
+		if err == nil && !taken && e.mode == modePoll {
+			walRunning, err = e.walRelayRuns(ctx, conn)
+		}
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("taking the relay mode's lock: %w", err)
@@ -202,12 +200,12 @@ func (e *exclusion) takeMode(ctx context.Context, conn *pgx.Conn, waiting *bool)
 				e.taken(ctx, conn)
 			}
 			return e.hold(ctx, conn), nil
-		case e.mode == modePoll && looks < modeLooks:
-			// Another polling relay starting at the same moment holds the
-			// WAL mode's lock for its check's transaction, and the server
-			// releases that transaction's locks one by one: the start lock
-			// may reach this relay before the WAL mode's lock is free. A
-			// WAL relay holds it for its lifetime, so look again.
+		case e.mode == modePoll && !walRunning:
+			// Another relay starting at the same moment holds a mode lock
+			// for its check's transaction, and the server releases that
+			// transaction's locks one by one: the start lock may reach this
+			// relay before the mode lock is free. Only a running WAL relay
+			// holds the WAL mode's lock shared, for its lifetime: look again.
 			pause(ctx, modeLookPause)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -253,6 +251,21 @@ func (e *exclusion) tryMode(ctx context.Context, conn *pgx.Conn) (taken bool, er
 		return tx.QueryRow(cctx, "SELECT pg_try_advisory_lock_shared(hashtext($1), hashtext($2))", class, e.mode).Scan(&taken)
 	})
 	return taken, err
+}
+
+// walRelayRuns reports whether a session holds the WAL mode's lock shared:
+// a running WAL relay (doc.go's mode lock), not another relay's check, which
+// holds it exclusively for a moment.
+func (e *exclusion) walRelayRuns(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.LeaseTTL)
+	defer cancel()
+	var n int
+	err := conn.QueryRow(cctx, `SELECT count(*) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND mode = 'ShareLock' AND objsubid = 2
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND classid = hashtext($1)::oid AND objid = hashtext($2)::oid`,
+		modeLockClass(e.cfg.Table), modeWAL).Scan(&n)
+	return n > 0, err
 }
 
 // guard holds a relay's ID and mode locks on its own connection, and

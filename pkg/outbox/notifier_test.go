@@ -146,9 +146,7 @@ func TestNotifierPacesItsNotifications(t *testing.T) {
 	if sent > most {
 		t.Fatalf("%d NOTIFYs in %v, at most %d with an interval of %v", sent, time.Since(start).Round(time.Millisecond), most, interval)
 	}
-	if sent == 0 {
-		t.Fatal("no NOTIFY sent for half a second of Notify calls")
-	}
+	testenv.Eventually(t, 10*time.Second, "a NOTIFY for the Notify calls after the first", func() bool { return n.Sent() > 1 })
 }
 
 // runNotifier runs a Notifier for cfg on pool's database until the test
