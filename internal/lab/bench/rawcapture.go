@@ -68,21 +68,18 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, ke
 		return err
 	}
 	defer conn.Release()
-	committed := false
+	tx := pgpipe.Begin(conn.Conn())
 	defer func() {
-		if !committed {
-			if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
+		if rerr := tx.Rollback(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
+			err = errors.Join(err, rerr)
 		}
 	}()
-	w := pgpipe.New(conn.Conn(), "BEGIN")
 	var (
 		locked bool
 		status int32
 	)
-	w.QueueRow(rawLockKey, []any{p.MerchantID, rawScope, key}, func(r pgx.Row) error { return r.Scan(&locked) })
-	err = w.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status)
+	tx.QueueRow(rawLockKey, []any{p.MerchantID, rawScope, key}, func(r pgx.Row) error { return r.Scan(&locked) })
+	err = tx.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status)
 	switch {
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("locking and reading idempotency key: %w", err)
@@ -97,21 +94,20 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, ke
 		at                time.Time
 		payload, response []byte
 	)
-	if err := w.QueryRow(ctx, rawPlaceCaptured, id, p.CustomerID, p.MerchantID, p.Amount, p.Currency).
+	if err := tx.QueryRow(ctx, rawPlaceCaptured, id, p.CustomerID, p.MerchantID, p.Amount, p.Currency).
 		Scan(&seq, &at, &payload, &response); err != nil {
 		return fmt.Errorf("placing order %s: %w", id, err)
 	}
-	_, _ = w.Exec(ctx, rawInsertKey, p.MerchantID, rawScope, key, hash[:], 201, response)
-	if err := ob.writer.Enqueue(ctx, w, outbox.Event{
+	_, _ = tx.Exec(ctx, rawInsertKey, p.MerchantID, rawScope, key, hash[:], 201, response)
+	if err := ob.writer.Enqueue(ctx, tx, outbox.Event{
 		ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: id.String(), Type: "OrderCaptured",
 		SchemaVersion: 1, Sequence: seq, Topic: topic, Payload: payload, OccurredAt: at,
 	}); err != nil {
 		return err
 	}
-	if tag, err := w.Finish(ctx, "COMMIT"); err != nil || tag.String() != "COMMIT" {
-		return fmt.Errorf("committing (%s): %w", tag, err)
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("committing: %w", err)
 	}
-	committed = true
 	ob.notifier.Notify()
 	return nil
 }

@@ -1,11 +1,13 @@
 // Package pgpipe saves a transaction's round trips: the writes that return
 // nothing (Exec), and reads queued with QueueRow, are held and sent in one
 // pgx pipeline with the next statement that reads, or with a final
-// statement such as COMMIT. The
-// statements still run in the order they were issued, in the same
-// transaction; only their results come back later. An error in a held
+// statement such as COMMIT. The statements still run in the order they were
+// issued, in the same transaction; only their results come back later. An error in a held
 // statement surfaces at the statement that sends it (the server skips the
 // rest of that pipeline), and the caller rolls the transaction back.
+//
+// Tx is such a transaction on one connection, its BEGIN sent with its first
+// statement and its held writes with its COMMIT.
 //
 // Exec returns an empty command tag: hold only statements whose tag the
 // caller ignores (sqlc's :exec queries).

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paylab/paylab/internal/platform/pgpipe"
 	"github.com/paylab/paylab/pkg/outbox"
 	"github.com/paylab/paylab/services/orders/internal/order"
 	"github.com/paylab/paylab/services/orders/internal/orderdb"
@@ -55,8 +56,10 @@ func (s *Service) execute(ctx context.Context, op Op, opts Options, fn effect) (
 	// follows the commit, naive mode's publish, holds no connection.
 	defer conn.Release()
 	// BEGIN travels with the first statement, and the writes at the end
-	// with COMMIT (pipetx.go).
-	tx := beginPipe(conn.Conn())
+	// with COMMIT (pgpipe.Tx): a payment with an Idempotency-Key makes three
+	// round trips, BEGIN + the key's lock and lookup · the captured order ·
+	// the key + the outbox row + COMMIT.
+	tx := pgpipe.Begin(conn.Conn())
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()

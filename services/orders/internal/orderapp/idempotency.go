@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paylab/paylab/internal/platform/pgpipe"
 	"github.com/paylab/paylab/services/orders/internal/order"
 	"github.com/paylab/paylab/services/orders/internal/orderdb"
 )
@@ -60,9 +61,9 @@ type Outcome[T any] struct {
 // two statements, so that the lookup's snapshot is taken after the lock is
 // held and sees the response of a transaction that held it before; the
 // lookup's result counts only if the lock was acquired.
-func claimKey(ctx context.Context, tx *pipeTx, q *orderdb.Queries, idem *Idempotency) (*Response, error) {
+func claimKey(ctx context.Context, tx *pgpipe.Tx, q *orderdb.Queries, idem *Idempotency) (*Response, error) {
 	var acquired bool
-	tx.w.QueueRow(orderdb.TryLockIdempotencyKeySQL, []any{idem.Merchant, idem.Scope, idem.Key},
+	tx.QueueRow(orderdb.TryLockIdempotencyKeySQL, []any{idem.Merchant, idem.Scope, idem.Key},
 		func(r pgx.Row) error { return r.Scan(&acquired) })
 	row, err := q.GetIdempotencyKey(ctx, orderdb.GetIdempotencyKeyParams{MerchantID: idem.Merchant, Scope: idem.Scope, Key: idem.Key})
 	switch {
