@@ -71,8 +71,11 @@ type Config struct {
 
 	// BatchSize bounds how many messages of a partition, already fetched and
 	// waiting, are processed in one transaction (one commit and a fixed
-	// number of statements instead of several per message). A failing batch
-	// is rolled back and retried message by message. Default 1: every message
+	// number of statements instead of several per message); while a
+	// partition has fewer waiting, its batch is merged with other
+	// partitions' waiting at the same moment, up to BatchSize in all, each
+	// partition still in its order. A failing batch is rolled back and
+	// retried message by message (a merged one partition by partition). Default 1: every message
 	// in its own transaction. Batch only when handlers take the row locks
 	// they share with other partitions' batches in one consistent order
 	// (otherwise concurrent batches deadlock and fall back to one message at

@@ -53,6 +53,10 @@
 // at a time, and a failing batch is retried message by message. Batch only
 // when handlers take the row locks they share with other partitions' batches
 // in one consistent order, and have no side effect outside the transaction.
+// A partition's batch smaller than BatchSize is merged with what other
+// partitions have waiting at the same moment (a group commit), each
+// partition still in its order; a failing merged batch is retried partition
+// by partition.
 //
 // # Other sources
 //

@@ -83,23 +83,10 @@ func (e *engine) deliver(ctx context.Context, msg Message) (Outcome, error) {
 // that message and those after it are delivered again one by one (the inbox
 // finds them duplicates).
 func (e *engine) deliverBatch(ctx context.Context, msgs []Message) ([]Outcome, error) {
-	var (
-		outcomes []Outcome
-		ready    []string
-	)
-	err := withTx(ctx, e.pool, func(tx pgx.Tx) (err error) {
-		outcomes, ready, err = e.step(ctx, tx, msgs)
-		return err
-	})
+	outcomes, err := e.commitBatch(ctx, msgs)
 	from := 0 // the first message not yet through
 	if err == nil {
-		e.finish(ctx, msgs, outcomes, ready)
-		for ; from < len(msgs); from++ {
-			if err = e.afterCommit(ctx, msgs[from], outcomes[from]); err != nil {
-				break
-			}
-		}
-		if err == nil {
+		if from, err = e.afterCommits(ctx, msgs, outcomes); err == nil {
 			return outcomes, nil
 		}
 	} else {
@@ -115,6 +102,36 @@ func (e *engine) deliverBatch(ctx context.Context, msgs []Message) ([]Outcome, e
 		}
 	}
 	return outcomes, nil
+}
+
+// commitBatch runs step over msgs in one transaction and, once it
+// committed, counts them and applies the parked events they unblocked. On
+// an error nothing of msgs is applied.
+func (e *engine) commitBatch(ctx context.Context, msgs []Message) ([]Outcome, error) {
+	var (
+		outcomes []Outcome
+		ready    []string
+	)
+	err := withTx(ctx, e.pool, func(tx pgx.Tx) (err error) {
+		outcomes, ready, err = e.step(ctx, tx, msgs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.finish(ctx, msgs, outcomes, ready)
+	return outcomes, nil
+}
+
+// afterCommits calls AfterCommit for committed msgs in order, up to the
+// first that fails; it returns how many went through.
+func (e *engine) afterCommits(ctx context.Context, msgs []Message, outcomes []Outcome) (int, error) {
+	for i, msg := range msgs {
+		if err := e.afterCommit(ctx, msg, outcomes[i]); err != nil {
+			return i, err
+		}
+	}
+	return len(msgs), nil
 }
 
 // afterCommit calls the AfterCommit hook of a delivery whose transaction

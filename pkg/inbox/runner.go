@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 )
@@ -17,8 +18,10 @@ import (
 // message through the inbox to its Handler: a Processor fed by Kafka, with
 // a dead-letter topic.
 //
-// Processing is inline, in the partition's claim goroutine: record, apply and
-// mark processed in one transaction, then mark the offset. Offsets are only
+// Processing is inline, in the partition's claim goroutine (or, for small
+// batches merged across partitions, in the session's merger while the claim
+// waits): record, apply and mark processed in one transaction, then mark the
+// offset. Offsets are only
 // marked after that transaction committed (sarama's auto-commit then commits
 // marked offsets every second and on shutdown), so a crash anywhere before
 // the mark re-delivers the message and the inbox absorbs the duplicate.
@@ -138,10 +141,26 @@ func (r *Runner) prune(ctx context.Context) error {
 }
 
 // claimHandler is the sarama.ConsumerGroupHandler.
-type claimHandler struct{ r *Runner }
+type claimHandler struct {
+	r     *Runner
+	merge *merger // the session's; nil when BatchSize is 1
+}
 
-func (h *claimHandler) Setup(sarama.ConsumerGroupSession) error   { h.r.ready.Store(true); return nil }
-func (h *claimHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h *claimHandler) Setup(sess sarama.ConsumerGroupSession) error {
+	if h.r.cfg.BatchSize > 1 {
+		h.merge = startMerger(sess.Context(), h.r)
+	}
+	h.r.ready.Store(true)
+	return nil
+}
+
+func (h *claimHandler) Cleanup(sarama.ConsumerGroupSession) error {
+	if h.merge != nil {
+		h.merge.stop()
+		h.merge = nil
+	}
+	return nil
+}
 
 // ConsumeClaim processes one partition's messages in order. It returns as
 // soon as the session ends (a rebalance or shutdown): retries and backoff
@@ -150,7 +169,8 @@ func (h *claimHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 // cut short keeps its offset unmarked and is delivered again.
 //
 // Messages already waiting in the claim's buffer are taken together, up to
-// BatchSize, and processed in one transaction.
+// BatchSize, and processed in one transaction; a batch smaller than that is
+// merged with other partitions' (merger).
 func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	r := h.r
 	ctx := sess.Context()
@@ -179,18 +199,57 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 				break collect
 			}
 		}
-		tctx, spans := r.traceProcess(ctx, batch)
-		outcomes, err := r.handle(tctx, batch)
-		spans.end(outcomes, err)
-		if err != nil {
+		if !h.process(sess, batch) {
 			return nil // the session is ending; the offsets stay unmarked
-		}
-		for _, km := range batch {
-			sess.MarkMessage(km, "")
 		}
 		last := batch[len(batch)-1]
 		lag.Set(float64(max(claim.HighWaterMarkOffset()-last.Offset-1, 0)))
 	}
+}
+
+// process runs a partition's batch through the inbox, merged with other
+// partitions' when it is small and decodes, and marks the offsets of what
+// went through. It reports false when the session ended first.
+func (h *claimHandler) process(sess sarama.ConsumerGroupSession, batch []*sarama.ConsumerMessage) bool {
+	ctx := sess.Context()
+	rest := batch
+	if h.merge != nil && len(batch) < h.r.cfg.BatchSize {
+		if msgs, ok := decodeAll(batch); ok {
+			res, ok := h.merge.submit(ctx, batch, msgs)
+			if !ok {
+				return false
+			}
+			for _, km := range batch[:len(res.outcomes)] {
+				sess.MarkMessage(km, "")
+			}
+			rest = batch[len(res.outcomes):]
+		}
+	}
+	if len(rest) == 0 {
+		return true
+	}
+	tctx, spans := h.r.traceProcess(ctx, rest)
+	outcomes, err := h.r.handle(tctx, rest)
+	spans.end(outcomes, err)
+	if err != nil {
+		return false
+	}
+	for _, km := range rest {
+		sess.MarkMessage(km, "")
+	}
+	return true
+}
+
+// decodeAll decodes kms; ok is false when one of them does not decode.
+func decodeAll(kms []*sarama.ConsumerMessage) (msgs []Message, ok bool) {
+	msgs = make([]Message, len(kms))
+	for i, km := range kms {
+		var err error
+		if msgs[i], err = Decode(km); err != nil || msgs[i].ID == uuid.Nil {
+			return nil, false
+		}
+	}
+	return msgs, true
 }
 
 // handle processes consecutive messages of one partition: together when

@@ -29,18 +29,23 @@ const (
 	AttrDrained = attribute.Key("inbox.drained")
 )
 
-// processSpans are the CONSUMER spans "process <topic>" of messages of one
-// partition handled together, one per message, keyed by offset. Each is a
+// processSpans are the CONSUMER spans "process <topic>" of messages handled
+// together, one per message, keyed by partition and offset. Each is a
 // child of the trace context in its message's headers (the producer's span),
 // so a consumer's work continues the trace that caused the event.
 type processSpans struct {
-	topic     string
-	partition int32
-	byOffset  map[int64]trace.Span
-	order     []trace.Span // in the order of the messages
+	topic string
+	byMsg map[msgPos]trace.Span
+	order []trace.Span // in the order of the messages
 }
 
 type processSpansKey struct{}
+
+// msgPos is a message's place in its topic.
+type msgPos struct {
+	partition int32
+	offset    int64
+}
 
 // traceProcess starts the spans of kms and returns ctx carrying them; step
 // hands each message its own span (MessageContext), so a handler's spans
@@ -50,16 +55,15 @@ func (r *Runner) traceProcess(ctx context.Context, kms []*sarama.ConsumerMessage
 	prop := otel.GetTextMapPropagator()
 	// A message's span descends from its headers only.
 	detached := trace.ContextWithSpanContext(ctx, trace.SpanContext{})
-	ps := &processSpans{byOffset: make(map[int64]trace.Span, len(kms)), order: make([]trace.Span, len(kms))}
+	ps := &processSpans{byMsg: make(map[msgPos]trace.Span, len(kms)), order: make([]trace.Span, len(kms))}
 	var name string
 	for i, km := range kms {
 		if km.Topic != ps.topic || name == "" {
 			ps.topic, name = km.Topic, "process "+km.Topic
 		}
-		ps.partition = km.Partition
 		headers := headerCarrier(km.Headers)
 		_, span := tracer.Start(prop.Extract(detached, headers), name, trace.WithSpanKind(trace.SpanKindConsumer))
-		ps.byOffset[km.Offset] = span
+		ps.byMsg[msgPos{km.Partition, km.Offset}] = span
 		ps.order[i] = span
 		if !span.IsRecording() {
 			continue // attributes are built for recorded spans only
@@ -94,10 +98,10 @@ func (r *Runner) traceProcess(ctx context.Context, kms []*sarama.ConsumerMessage
 // its message's span; a BatchHandler uses this to trace its work per message.
 func MessageContext(ctx context.Context, msg Message) context.Context {
 	ps, ok := ctx.Value(processSpansKey{}).(*processSpans)
-	if !ok || msg.Topic != ps.topic || msg.Partition != ps.partition {
+	if !ok || msg.Topic != ps.topic {
 		return ctx
 	}
-	if span, ok := ps.byOffset[msg.Offset]; ok {
+	if span, ok := ps.byMsg[msgPos{msg.Partition, msg.Offset}]; ok {
 		return trace.ContextWithSpan(ctx, span)
 	}
 	return ctx
