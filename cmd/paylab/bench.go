@@ -9,12 +9,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/paylab/paylab/internal/lab/bench"
 	"github.com/paylab/paylab/internal/platform/broker"
 )
 
-// runBench: paylab bench [--quick] [--peers] [--json] [--out DIR] [--bin DIR] [--keep] [--logs DIR]
+// runBench: paylab bench [--quick] [--peers] [--json] [--out DIR] [--bin DIR] [--keep] [--logs DIR] [--stages LIST [--s1-rate N]]
 func runBench(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -26,6 +27,8 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	bin := fs.String("bin", filepath.Dir(exe), "folder with the orders and ledger binaries (make build)")
 	keep := fs.Bool("keep", false, "keep the run's databases, role and topics")
 	logs := fs.String("logs", "", "folder for the child processes' logs (default: a temporary folder)")
+	stages := fs.String("stages", "", "run only these stages, comma-separated (B1,S1,C1,B2,S2,B3,S3,S4,S5,P1), and what they need; the run is then not the documentation's latest")
+	s1Rate := fs.Float64("s1-rate", 0, "S1's best rate in payments/s, for S4 and S5 when --stages leaves S1 out")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -41,7 +44,10 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	cfg := bench.Config{
 		Bin: *bin, AdminURL: setup.AdminDatabaseURL, Brokers: broker.SplitBrokers(setup.KafkaBrokers),
-		Sizes: bench.Full, Log: out, LogDir: *logs, Keep: *keep, Peers: *peers,
+		Sizes: bench.Full, Log: out, LogDir: *logs, Keep: *keep, Peers: *peers, S1Rate: *s1Rate,
+	}
+	if *stages != "" {
+		cfg.Stages = strings.Split(*stages, ",")
 	}
 	if *quick {
 		cfg.Sizes = bench.Quick
@@ -56,7 +62,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	// The table as Markdown next to the JSON; a complete full-size run is
 	// also the documentation's latest (results/bench-latest.md).
-	tables, err := bench.WriteMarkdown(path, rep, runErr == nil && rep.Sizes.Name == bench.Full.Name)
+	tables, err := bench.WriteMarkdown(path, rep, runErr == nil && rep.Sizes.Name == bench.Full.Name && len(cfg.Stages) == 0)
 	if err != nil {
 		return errors.Join(runErr, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,8 +66,14 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		name string
 		fn   func() error
 	}
+	best := func() float64 {
+		if !cfg.runs("S1") {
+			return cfg.S1Rate
+		}
+		return bestCapture(st.S1)
+	}
 	var steps []step
-	if cfg.Peers {
+	if cfg.Peers && cfg.runs("C1", "P1") {
 		steps = append(steps, step{"peers: build", func() (err error) {
 			peers, err = e.buildPeers(ctx)
 			watermill = e.watermillWrites(peers, s)
@@ -119,15 +126,29 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			return err
 		}},
 		{"S4 end to end", func() (err error) {
-			st.S4, err = e.endToEndBoth(ctx, "s4", "", "", bestCapture(st.S1), e2ePercents, s)
+			st.S4, err = e.endToEndBoth(ctx, "s4", "", "", best(), e2ePercents, s)
 			return err
 		}},
-		{"S5 growth", func() error { return e.growth(ctx, st, s) }},
+		{"S5 growth", func() error { return e.growth(ctx, st, s, best()) }},
 	}...)
 	if cfg.Peers {
 		steps = append(steps, step{"P1 peer drains", func() (err error) { st.P1, err = e.peerDrains(ctx, peers, s); return err }})
 	}
 	for _, step := range steps {
+		id, _, _ := strings.Cut(step.name, " ")
+		switch {
+		case id == "peers:":
+		case id == "S2" && strings.HasSuffix(step.name, "backlogs"):
+			if !cfg.runs("B2", "S2", "B3", "S3") {
+				continue
+			}
+		case id == "B2":
+			if !cfg.runs("B2", "S3") { // S3's variants replay B2's events
+				continue
+			}
+		case !cfg.runs(id):
+			continue
+		}
 		if err := stage(step.name, step.fn); err != nil {
 			return rep, err
 		}
@@ -183,7 +204,7 @@ func (e *env) endToEndBoth(ctx context.Context, stage, ordersURL, ledgerURL stri
 // growth is S5: an orders database with s.History dispatched outbox rows
 // and a ledger database with as many processed inbox rows (seeded side by
 // side), then S2 with one relay and S4 again on them.
-func (e *env) growth(ctx context.Context, st *Stages, s Sizes) error {
+func (e *env) growth(ctx context.Context, st *Stages, s Sizes, best float64) error {
 	g := &st.S5
 	g.History = s.History
 	t := time.Now()
@@ -217,7 +238,7 @@ func (e *env) growth(ctx context.Context, st *Stages, s Sizes) error {
 	if g.S2, err = e.drain(ctx, b, 1); err != nil {
 		return err
 	}
-	g.S4, err = e.endToEndBoth(ctx, "s5s4", ordersURL, ledgerURL, bestCapture(st.S1), e2ePercents[len(e2ePercents)-1:], s)
+	g.S4, err = e.endToEndBoth(ctx, "s5s4", ordersURL, ledgerURL, best, e2ePercents[len(e2ePercents)-1:], s)
 	return err
 }
 

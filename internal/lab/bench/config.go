@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -51,6 +53,26 @@ type Config struct {
 	LogDir   string    // the child processes' logs; default: a temporary folder
 	Keep     bool      // keep the run's databases, role and topics
 	Peers    bool      // also measure the peers (Watermill, Debezium) and the drains of Sizes.PeerBacklogs
+	// Stages, when not empty, runs only these stages (B1, S1, C1, B2, S2,
+	// B3, S3, S4, S5, P1) and what they need; S4 and S5 then take S1's
+	// best rate from S1Rate when S1 is not among them.
+	Stages []string
+	S1Rate float64
+}
+
+var stageNames = []string{"B1", "S1", "C1", "B2", "S2", "B3", "S3", "S4", "S5", "P1"}
+
+// runs reports whether the run includes stage (one of Stages' names).
+func (c *Config) runs(stage ...string) bool {
+	if len(c.Stages) == 0 {
+		return true
+	}
+	for _, s := range stage {
+		if slices.Contains(c.Stages, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Config) validate() error {
@@ -61,8 +83,15 @@ func (c *Config) validate() error {
 		return errors.New("bench: no PostgreSQL admin URL")
 	case len(c.Brokers) == 0:
 		return errors.New("bench: no Kafka brokers")
+	case len(c.Stages) > 0 && !c.runs("S1") && c.runs("S4", "S5") && c.S1Rate <= 0:
+		return errors.New("bench: S4 and S5 without S1 need S1's rate")
 	case len(c.Sizes.Concurrency) == 0 || c.Sizes.Backlog < 2 || c.Sizes.History < 1 || c.Sizes.Rounds < 1:
 		return fmt.Errorf("bench: sizes %q are incomplete", c.Sizes.Name)
+	}
+	for _, st := range c.Stages {
+		if !slices.Contains(stageNames, st) {
+			return fmt.Errorf("bench: no stage %q (stages: %s)", st, strings.Join(stageNames, ", "))
+		}
 	}
 	if c.Log == nil {
 		c.Log = io.Discard

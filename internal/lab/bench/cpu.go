@@ -101,3 +101,70 @@ func (s cpuSample) perEvent(t cpuSample, events int, contender time.Duration) *C
 	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(events) }
 	return &CPU{PostgreSQL: us(t.postgres - s.postgres), Broker: us(t.broker - s.broker), Contender: us(contender)}
 }
+
+// PipelineCPU is the processor time S4's parts spent per payment, in µs:
+// the orders API and the ledger (their processes), this process (the relay
+// and the load generator), PostgreSQL (both databases' server processes)
+// and the Kafka broker. Busy is the cores in use meanwhile, all of this
+// machine's processes counted.
+type PipelineCPU struct {
+	API        float64 `json:"api_us_per_payment"`
+	Ledger     float64 `json:"ledger_us_per_payment"`
+	Harness    float64 `json:"relay_and_load_us_per_payment"`
+	PostgreSQL float64 `json:"postgresql_us_per_payment"`
+	Broker     float64 `json:"broker_us_per_payment"`
+	Busy       float64 `json:"cores_busy"`
+}
+
+// Total is the parts' sum.
+func (c PipelineCPU) Total() float64 { return c.API + c.Ledger + c.Harness + c.PostgreSQL + c.Broker }
+
+// pipelineSample is cpuSample plus the API's and the ledger's processes and
+// the whole machine's busy time.
+type pipelineSample struct {
+	cpuSample
+	api, ledger, machine time.Duration
+	at                   time.Time
+}
+
+func samplePipeline(api, ledger int) pipelineSample {
+	s := pipelineSample{cpuSample: sampleCPU(), machine: machineBusy(), at: time.Now()}
+	var err1, err2 error
+	s.api, err1 = processCPU(api)
+	s.ledger, err2 = processCPU(ledger)
+	s.ok = s.ok && err1 == nil && err2 == nil
+	return s
+}
+
+// perPayment is the CPU spent between s and t per payment; nil when the
+// servers' processes could not be read.
+func (s pipelineSample) perPayment(t pipelineSample, payments int) *PipelineCPU {
+	if !s.ok || !t.ok || payments <= 0 {
+		return nil
+	}
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(payments) }
+	return &PipelineCPU{
+		API: us(t.api - s.api), Ledger: us(t.ledger - s.ledger), Harness: us(t.self - s.self),
+		PostgreSQL: us(t.postgres - s.postgres), Broker: us(t.broker - s.broker),
+		Busy: (t.machine - s.machine).Seconds() / t.at.Sub(s.at).Seconds(),
+	}
+}
+
+// machineBusy is the time all cores spent not idle so far (/proc/stat).
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	var busy int64
+	for i := 1; i < len(f) && i <= 8; i++ {
+		if i == 4 || i == 5 { // idle, iowait
+			continue
+		}
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		busy += v
+	}
+	return time.Duration(busy) * time.Second / clockTicks
+}

@@ -27,6 +27,7 @@ type E2EResult struct {
 	Published      Latency        `json:"commit_to_published"` // outbox created_at → dispatched_at
 	Applied        Latency        `json:"commit_to_applied"`   // outbox created_at → journal entry created_at
 	Listens        int            `json:"listen_statements"`   // the relay's LISTENs: 1, or 0 polling only
+	CPU            *PipelineCPU   `json:"cpu,omitempty"`       // from the load's start until the ledger caught up
 }
 
 // The modes of S4.
@@ -117,10 +118,12 @@ func (e *env) endToEnd(ctx context.Context, p *pipeline, pollingOnly bool, rate 
 		return res, err
 	}
 	count := max(1, int(float64(rate)*s.E2EDuration.Seconds()))
+	before := samplePipeline(p.api.Pid(), p.ledger.Pid())
 	rep, err := loadgen.Run(ctx, loadgen.Config{BaseURL: p.api.URL, Rate: rate, Count: count, Seed: seed, Timeout: 10 * time.Second, Keys: p.keys})
 	if err == nil {
 		err = waitApplied(ctx, orders, ledger, lastEvent, lastEntry, s.Settle)
 	}
+	after := samplePipeline(p.api.Pid(), p.ledger.Pid())
 	if stopErr := rs.stop(); err == nil {
 		err = stopErr
 	}
@@ -128,6 +131,7 @@ func (e *env) endToEnd(ctx context.Context, p *pipeline, pollingOnly bool, rate 
 		return res, err
 	}
 	res.Sent, res.Payments, res.StatusCodes = rep.Rate, int(rep.Created), rep.StatusCode
+	res.CPU = before.perPayment(after, res.Payments)
 	res.API = Latency{N: int(rep.Requests), P50: ms(rep.P50), P99: ms(rep.P99), Max: ms(rep.Max)}
 	res.Listens = tracer.counts(0).ByName["LISTEN"]
 	if pollingOnly != (res.Listens == 0) {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,6 +93,11 @@ func rows(st Stages, s Sizes) []Row {
 		p := r.Published
 		out = append(out, Row{Stage: "S4", What: "  of which commit → published (relay), " + r.Mode, Figure: "-",
 			P50: ptr(p.P50), P99: ptr(p.P99), Max: ptr(p.Max)})
+		if c := r.CPU; c != nil {
+			out = append(out, Row{Stage: "S4", What: fmt.Sprintf("  CPU per payment at %d %%, %s", r.Percent, r.Mode),
+				Figure: fmt.Sprintf("%.0f µs: API %.0f, its and the ledger's PostgreSQL %.0f, ledger %.0f, relay and load generator %.0f, broker %.0f; %.2f of %d cores busy",
+					c.Total(), c.API, c.PostgreSQL, c.Ledger, c.Harness, c.Broker, c.Busy, runtime.NumCPU())})
+		}
 	}
 	out = append(out, peerRows(st.P1)...)
 	if st.S5.History > 0 {
