@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -29,6 +30,7 @@ var ErrUsage = errors.New("usage")
 // (when usage is not empty), status 1 with "name: error" for any other
 // error.
 func Main(name, usage string, run func(ctx context.Context, args []string) error) {
+	TuneGC()
 	ctx, stop := SignalContext()
 	err := run(ctx, os.Args[1:])
 	stop()
@@ -40,6 +42,22 @@ func Main(name, usage string, run func(ctx context.Context, args []string) error
 	default:
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
+	}
+}
+
+// DefaultGCPercent is the garbage collector's target (GOGC) of the paylab
+// binaries when GOGC is not set. Their live heaps are small (a relay's
+// batch, a request's buffers) and they allocate per event, so at Go's
+// default of 100 the collector runs often: a fifth of a draining relay's
+// CPU. 400 lets the heap grow to five times the live data between cycles,
+// tens of megabytes, for a quarter of that collection work.
+const DefaultGCPercent = 400
+
+// TuneGC sets the collector's target to DefaultGCPercent unless the GOGC
+// environment variable chose one (GOMEMLIMIT, when set, still bounds it).
+func TuneGC() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(DefaultGCPercent)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -60,4 +62,19 @@ func TestGroup(t *testing.T) {
 			t.Fatalf("Run = %v, want the task's error", err)
 		}
 	})
+}
+
+func TestTuneGCKeepsAnExplicitGOGC(t *testing.T) {
+	prev := debug.SetGCPercent(123)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	t.Setenv("GOGC", "123")
+	process.TuneGC()
+	if got := debug.SetGCPercent(123); got != 123 {
+		t.Errorf("with GOGC set, the target became %d", got)
+	}
+	os.Unsetenv("GOGC")
+	process.TuneGC()
+	if got := debug.SetGCPercent(prev); got != process.DefaultGCPercent {
+		t.Errorf("without GOGC, the target is %d, want %d", got, process.DefaultGCPercent)
+	}
 }
