@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -236,10 +235,9 @@ func eventFromRow(row outboxdb.ClaimBatchRow) (Event, error) {
 		Payload:       row.Payload,
 		OccurredAt:    row.OccurredAt,
 	}
-	if len(row.Headers) > 0 && string(row.Headers) != "{}" {
-		if err := json.Unmarshal(row.Headers, &e.Headers); err != nil {
-			return e, fmt.Errorf("decoding the headers of event %s: %w", row.EventID, err)
-		}
+	var err error
+	if e.Headers, err = decodeHeaders(string(row.Headers)); err != nil {
+		return e, fmt.Errorf("decoding the headers of event %s: %w", row.EventID, err)
 	}
 	return e, nil
 }
