@@ -2,12 +2,15 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // CPU is the processor time three parties spent on a drain, per event:
@@ -25,6 +28,7 @@ type CPU struct {
 // cpuSample is the cumulative CPU time of the servers and of this process.
 type cpuSample struct {
 	postgres, broker, self time.Duration
+	backends               map[int]time.Duration // each live server process's own time
 	ok                     bool
 }
 
@@ -32,7 +36,7 @@ const clockTicks = 100 // USER_HZ, fixed at 100 on Linux
 
 // sampleCPU reads the servers' and this process's CPU time so far.
 func sampleCPU() cpuSample {
-	var s cpuSample
+	s := cpuSample{backends: map[int]time.Duration{}}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 		s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -72,8 +76,9 @@ func sampleCPU() cpuSample {
 			s.broker += ticks(14) + ticks(15)
 		}
 	}
-	for _, p := range procs {
+	for pid, p := range procs {
 		s.postgres += p.own
+		s.backends[pid] = p.own
 		if comms[p.ppid] != "postgres" { // the postmaster: its exited backends are in its children's time
 			s.postgres += p.reapedChildren
 			s.ok = true
@@ -107,11 +112,19 @@ func (s cpuSample) perEvent(t cpuSample, events int, contender time.Duration) *C
 // and the load generator), PostgreSQL (both databases' server processes)
 // and the Kafka broker. Busy is the cores in use meanwhile, all of this
 // machine's processes counted.
+//
+// PostgreSQL is split by who the server worked for: the relay's backends,
+// the other backends of the orders database (the API's, the relay's
+// listener) and the ledger database's; the rest is its own processes (WAL
+// writer, checkpointer, autovacuum) and the backends that exited meanwhile.
 type PipelineCPU struct {
 	API        float64 `json:"api_us_per_payment"`
 	Ledger     float64 `json:"ledger_us_per_payment"`
 	Harness    float64 `json:"relay_and_load_us_per_payment"`
 	PostgreSQL float64 `json:"postgresql_us_per_payment"`
+	OrdersDB   float64 `json:"orders_db_backends_us_per_payment"` // the API's and its listener's
+	RelayDB    float64 `json:"relay_backends_us_per_payment"`
+	LedgerDB   float64 `json:"ledger_db_backends_us_per_payment"`
 	Broker     float64 `json:"broker_us_per_payment"`
 	Busy       float64 `json:"cores_busy"`
 }
@@ -127,6 +140,39 @@ type pipelineSample struct {
 	at                   time.Time
 }
 
+// dbBackends maps server process ids to the database they serve, or to
+// relaySessionName for the bench's relays' sessions, from pg_stat_activity
+// as conn's role sees it.
+func dbBackends(ctx context.Context, conn *pgx.Conn) (map[int]string, error) {
+	rows, err := conn.Query(ctx, `SELECT pid, CASE application_name WHEN $1 THEN $1 ELSE datname END
+		FROM pg_stat_activity WHERE datname IS NOT NULL`, relaySessionName)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]string{}
+	var (
+		pid  int32
+		name string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&pid, &name}, func() error { out[int(pid)] = name; return nil })
+	return out, err
+}
+
+// dbTime is the CPU time the processes of db (by), alive at both samples,
+// spent between s and t.
+func (s cpuSample) dbTime(t cpuSample, by map[int]string, db string) time.Duration {
+	var d time.Duration
+	for pid, name := range by {
+		if name != db {
+			continue
+		}
+		if after, ok := t.backends[pid]; ok {
+			d += after - s.backends[pid]
+		}
+	}
+	return d
+}
+
 func samplePipeline(api, ledger int) pipelineSample {
 	s := pipelineSample{cpuSample: sampleCPU(), machine: machineBusy(), at: time.Now()}
 	var err1, err2 error
@@ -138,7 +184,9 @@ func samplePipeline(api, ledger int) pipelineSample {
 
 // perPayment is the CPU spent between s and t per payment; nil when the
 // servers' processes could not be read.
-func (s pipelineSample) perPayment(t pipelineSample, payments int) *PipelineCPU {
+// by maps the server's processes to the databases they serve; ordersDB and
+// ledgerDB name the two.
+func (s pipelineSample) perPayment(t pipelineSample, payments int, by map[int]string, ordersDB, ledgerDB string) *PipelineCPU {
 	if !s.ok || !t.ok || payments <= 0 {
 		return nil
 	}
@@ -146,7 +194,9 @@ func (s pipelineSample) perPayment(t pipelineSample, payments int) *PipelineCPU 
 	return &PipelineCPU{
 		API: us(t.api - s.api), Ledger: us(t.ledger - s.ledger), Harness: us(t.self - s.self),
 		PostgreSQL: us(t.postgres - s.postgres), Broker: us(t.broker - s.broker),
-		Busy: (t.machine - s.machine).Seconds() / t.at.Sub(s.at).Seconds(),
+		OrdersDB: us(s.dbTime(t.cpuSample, by, ordersDB)), LedgerDB: us(s.dbTime(t.cpuSample, by, ledgerDB)),
+		RelayDB: us(s.dbTime(t.cpuSample, by, relaySessionName)),
+		Busy:    (t.machine - s.machine).Seconds() / t.at.Sub(s.at).Seconds(),
 	}
 }
 

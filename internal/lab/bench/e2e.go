@@ -124,6 +124,10 @@ func (e *env) endToEnd(ctx context.Context, p *pipeline, pollingOnly bool, rate 
 		err = waitApplied(ctx, orders, ledger, lastEvent, lastEntry, s.Settle)
 	}
 	after := samplePipeline(p.api.Pid(), p.ledger.Pid())
+	var backends map[int]string
+	if err == nil {
+		backends, err = dbBackends(ctx, orders)
+	}
 	if stopErr := rs.stop(); err == nil {
 		err = stopErr
 	}
@@ -131,7 +135,7 @@ func (e *env) endToEnd(ctx context.Context, p *pipeline, pollingOnly bool, rate 
 		return res, err
 	}
 	res.Sent, res.Payments, res.StatusCodes = rep.Rate, int(rep.Created), rep.StatusCode
-	res.CPU = before.perPayment(after, res.Payments)
+	res.CPU = before.perPayment(after, res.Payments, backends, orders.Config().Database, ledger.Config().Database)
 	res.API = Latency{N: int(rep.Requests), P50: ms(rep.P50), P99: ms(rep.P99), Max: ms(rep.Max)}
 	res.Listens = tracer.counts(0).ByName["LISTEN"]
 	if pollingOnly != (res.Listens == 0) {

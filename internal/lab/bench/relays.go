@@ -26,6 +26,9 @@ type relays struct {
 
 // startRelays starts n relays on the outbox at dbURL; tracer (may be nil)
 // sees their statements.
+// relaySessionName is the application_name of the bench's relays' sessions.
+const relaySessionName = "paylab-bench-relay"
+
 func (e *env) startRelays(ctx context.Context, dbURL string, n int, pollingOnly bool, tracer *statements) (*relays, error) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &relays{cancel: cancel}
@@ -38,6 +41,7 @@ func (e *env) startRelays(ctx context.Context, dbURL string, n int, pollingOnly 
 		if tracer != nil {
 			cfg.ConnConfig.Tracer = tracer
 		}
+		cfg.ConnConfig.RuntimeParams["application_name"] = relaySessionName // S4 tells its backends apart
 		pool, err := pgxpool.NewWithConfig(rctx, cfg)
 		if err != nil {
 			r.stop()

@@ -95,8 +95,9 @@ func rows(st Stages, s Sizes) []Row {
 			P50: ptr(p.P50), P99: ptr(p.P99), Max: ptr(p.Max)})
 		if c := r.CPU; c != nil {
 			out = append(out, Row{Stage: "S4", What: fmt.Sprintf("  CPU per payment at %d %%, %s", r.Percent, r.Mode),
-				Figure: fmt.Sprintf("%.0f µs: API %.0f, its and the ledger's PostgreSQL %.0f, ledger %.0f, relay and load generator %.0f, broker %.0f; %.2f of %d cores busy",
-					c.Total(), c.API, c.PostgreSQL, c.Ledger, c.Harness, c.Broker, c.Busy, runtime.NumCPU())})
+				Figure: fmt.Sprintf("%.0f µs: API %.0f, ledger %.0f, relay and load generator %.0f, broker %.0f, PostgreSQL %.0f (API's backends %.0f, relay's %.0f, ledger's %.0f, the rest %.0f); %.2f of %d cores busy",
+					c.Total(), c.API, c.Ledger, c.Harness, c.Broker, c.PostgreSQL, c.OrdersDB, c.RelayDB, c.LedgerDB,
+					c.PostgreSQL-c.OrdersDB-c.RelayDB-c.LedgerDB, c.Busy, runtime.NumCPU())})
 		}
 	}
 	out = append(out, peerRows(st.P1)...)
