@@ -107,9 +107,12 @@ func retry(ctx context.Context, timeout time.Duration, attempt func(context.Cont
 		switch {
 		case err == nil:
 			return nil
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || expired(ctx):
 			// ctx ended, maybe in the middle of the attempt: its error says
-			// nothing about the server.
+			// nothing about the server. A dial bounded by ctx's deadline
+			// reports an i/o timeout when the deadline passes, which can be a
+			// moment before ctx itself is done.
+			<-ctx.Done()
 		case !transient(err):
 			return err
 		default:
@@ -127,6 +130,12 @@ func retry(ctx context.Context, timeout time.Duration, attempt func(context.Cont
 			return ctx.Err()
 		}
 	}
+}
+
+// expired reports whether ctx's deadline has passed.
+func expired(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // sleep waits for d or until ctx ends.

@@ -113,3 +113,31 @@ func TestSettleFailsAtOnceOnARefusal(t *testing.T) {
 		})
 	}
 }
+
+// lateContext has a deadline already past while it is not yet done: the
+// moment between a dial's i/o timeout at the deadline and the context's own
+// timer.
+type lateContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// An attempt that fails at the deadline failed because of it: retry reports
+// the context's end, not a failure of the server (Settle then reports the
+// last read instead of an error).
+func TestRetryCountsNoFailureAtTheDeadline(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	ctx := lateContext{Context: parent, deadline: time.Now().Add(-time.Millisecond)}
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	attempts := 0
+	err := retry(ctx, 0, func(context.Context) error {
+		attempts++
+		return &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	})
+	var failed *retriesError
+	if errors.As(err, &failed) || !errors.Is(err, context.Canceled) || attempts != 1 {
+		t.Errorf("retry = %v after %d attempts; want the context's end after one", err, attempts)
+	}
+}
