@@ -29,18 +29,13 @@ type merger struct {
 	done   sync.WaitGroup
 }
 
-// mergeReq is one partition's batch, decoded.
+// mergeReq is one partition's batch, decoded. The merger answers on
+// through how many of its first messages were committed and past
+// AfterCommit; the claim handles the rest itself.
 type mergeReq struct {
-	kms  []*sarama.ConsumerMessage
-	msgs []Message
-	out  chan mergeResult // buffered: the merger never waits for a claim
-}
-
-// mergeResult is what went through of a request: outcomes of its first
-// len(outcomes) messages, committed and past AfterCommit. The claim handles
-// the rest itself.
-type mergeResult struct {
-	outcomes []Outcome
+	kms     []*sarama.ConsumerMessage
+	msgs    []Message
+	through chan int // buffered: the merger never waits for a claim
 }
 
 func startMerger(ctx context.Context, r *Runner) *merger {
@@ -59,20 +54,21 @@ func (m *merger) stop() {
 	m.done.Wait()
 }
 
-// submit hands a batch to the merger and waits until it is through. ok is
-// false when the session ended first.
-func (m *merger) submit(ctx context.Context, kms []*sarama.ConsumerMessage, msgs []Message) (res mergeResult, ok bool) {
-	req := &mergeReq{kms: kms, msgs: msgs, out: make(chan mergeResult, 1)}
+// submit hands a batch to the merger and waits for it: through is how many
+// of its first messages went through. ok is false when the session ended
+// first.
+func (m *merger) submit(ctx context.Context, kms []*sarama.ConsumerMessage, msgs []Message) (through int, ok bool) {
+	req := &mergeReq{kms: kms, msgs: msgs, through: make(chan int, 1)}
 	select {
 	case m.reqs <- req:
 	case <-ctx.Done():
-		return mergeResult{}, false
+		return 0, false
 	}
 	select {
-	case res = <-req.out:
-		return res, true
+	case through = <-req.through:
+		return through, true
 	case <-ctx.Done():
-		return mergeResult{}, false
+		return 0, false
 	}
 }
 
@@ -115,18 +111,14 @@ func (m *merger) apply(ctx context.Context, reqs []*mergeReq, n int) {
 	}
 	tctx, spans := m.r.traceProcess(ctx, kms)
 	outcomes, err := m.r.proc.eng.commitBatch(tctx, msgs)
-	if err != nil {
-		spans.end(nil, err)
-		for _, req := range reqs {
-			req.out <- mergeResult{}
-		}
-		return
-	}
-	spans.end(outcomes, nil)
+	spans.end(outcomes, err)
 	for _, req := range reqs {
-		mine := outcomes[:len(req.msgs)]
+		if err != nil {
+			req.through <- 0
+			continue
+		}
+		through, _ := m.r.proc.eng.afterCommits(tctx, req.msgs, outcomes[:len(req.msgs)])
 		outcomes = outcomes[len(req.msgs):]
-		through, _ := m.r.proc.eng.afterCommits(ctx, req.msgs, mine)
-		req.out <- mergeResult{outcomes: mine[:through]}
+		req.through <- through
 	}
 }

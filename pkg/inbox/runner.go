@@ -212,65 +212,65 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 // went through. It reports false when the session ended first.
 func (h *claimHandler) process(sess sarama.ConsumerGroupSession, batch []*sarama.ConsumerMessage) bool {
 	ctx := sess.Context()
-	rest := batch
-	if h.merge != nil && len(batch) < h.r.cfg.BatchSize {
-		if msgs, ok := decodeAll(batch); ok {
-			res, ok := h.merge.submit(ctx, batch, msgs)
-			if !ok {
-				return false
-			}
-			for _, km := range batch[:len(res.outcomes)] {
-				sess.MarkMessage(km, "")
-			}
-			rest = batch[len(res.outcomes):]
+	d := decode(batch)
+	if h.merge != nil && len(batch) < h.r.cfg.BatchSize && d.ok {
+		through, ok := h.merge.submit(ctx, batch, d.msgs)
+		if !ok {
+			return false
 		}
+		for _, km := range batch[:through] {
+			sess.MarkMessage(km, "")
+		}
+		batch, d = batch[through:], d.from(through)
 	}
-	if len(rest) == 0 {
+	if len(batch) == 0 {
 		return true
 	}
-	tctx, spans := h.r.traceProcess(ctx, rest)
-	outcomes, err := h.r.handle(tctx, rest)
+	tctx, spans := h.r.traceProcess(ctx, batch)
+	outcomes, err := h.r.handle(tctx, d)
 	spans.end(outcomes, err)
 	if err != nil {
 		return false
 	}
-	for _, km := range rest {
+	for _, km := range batch {
 		sess.MarkMessage(km, "")
 	}
 	return true
 }
 
-// decodeAll decodes kms; ok is false when one of them does not decode.
-func decodeAll(kms []*sarama.ConsumerMessage) (msgs []Message, ok bool) {
-	msgs = make([]Message, len(kms))
-	for i, km := range kms {
-		var err error
-		if msgs[i], err = Decode(km); err != nil || msgs[i].ID == uuid.Nil {
-			return nil, false
-		}
-	}
-	return msgs, true
+// decoded is a batch's messages as Decode read them.
+type decoded struct {
+	msgs []Message
+	errs []error // errs[i] is msgs[i]'s
+	ok   bool    // every message decoded, with an ID
 }
 
-// handle processes consecutive messages of one partition: together when
-// they all decode, one by one otherwise.
-func (r *Runner) handle(ctx context.Context, kms []*sarama.ConsumerMessage) ([]Outcome, error) {
-	msgs := make([]Message, len(kms))
-	errs := make([]error, len(kms))
-	decoded := true
+func decode(kms []*sarama.ConsumerMessage) decoded {
+	d := decoded{msgs: make([]Message, len(kms)), errs: make([]error, len(kms)), ok: true}
 	for i, km := range kms {
-		msgs[i], errs[i] = Decode(km)
-		decoded = decoded && errs[i] == nil
+		d.msgs[i], d.errs[i] = Decode(km)
+		d.ok = d.ok && d.errs[i] == nil && d.msgs[i].ID != uuid.Nil
 	}
-	if decoded {
-		return r.proc.ProcessBatch(ctx, msgs)
+	return d
+}
+
+// from is d without its first i messages (all of which decoded).
+func (d decoded) from(i int) decoded {
+	return decoded{msgs: d.msgs[i:], errs: d.errs[i:], ok: d.ok}
+}
+
+// handle processes consecutive decoded messages of one partition: together
+// when they all decode, one by one otherwise.
+func (r *Runner) handle(ctx context.Context, d decoded) ([]Outcome, error) {
+	if d.ok {
+		return r.proc.ProcessBatch(ctx, d.msgs)
 	}
-	outcomes := make([]Outcome, len(msgs))
-	for i, msg := range msgs {
+	outcomes := make([]Outcome, len(d.msgs))
+	for i, msg := range d.msgs {
 		var err error
-		if errs[i] != nil {
+		if d.errs[i] != nil {
 			r.m.failed.WithLabelValues(ReasonUndecodable).Inc()
-			outcomes[i], err = r.proc.eng.deadLetter(ctx, msg, ReasonUndecodable, errs[i], 1)
+			outcomes[i], err = r.proc.eng.deadLetter(ctx, msg, ReasonUndecodable, d.errs[i], 1)
 		} else {
 			outcomes[i], err = r.proc.Process(ctx, msg)
 		}
