@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,9 +61,11 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		peers      peerTools
 		watermill  writePeer
 	)
+	// A step runs when the run includes one of the stages it serves.
 	type step struct {
-		name string
-		fn   func() error
+		name   string
+		serves []string
+		fn     func() error
 	}
 	best := func() float64 {
 		if !cfg.runs("S1") {
@@ -73,25 +74,27 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		return bestCapture(st.S1)
 	}
 	var steps []step
-	if cfg.Peers && cfg.runs("C1", "P1") {
-		steps = append(steps, step{"peers: build", func() (err error) {
+	if cfg.Peers {
+		steps = append(steps, step{"peers: build", []string{"C1", "P1"}, func() (err error) {
 			peers, err = e.buildPeers(ctx)
 			watermill = e.watermillWrites(peers, s)
 			return err
 		}})
 	}
 	steps = append(steps, []step{
-		{"B1 raw capture", func() (err error) { st.B1, err = rawCaptures(ctx, e, s); return err }},
-		{"S1 HTTP capture", func() (err error) { st.S1, err = httpCaptures(ctx, e, s); return err }},
-		{"C1 outbox write", func() (err error) { st.C1, err = e.outboxWrites(ctx, s, watermill); return err }},
-		{"S2 backlogs", func() (err error) {
+		// S1 is reported against B1.
+		{"B1 raw capture", []string{"B1", "S1"}, func() (err error) { st.B1, err = rawCaptures(ctx, e, s); return err }},
+		{"S1 HTTP capture", []string{"S1"}, func() (err error) { st.S1, err = httpCaptures(ctx, e, s); return err }},
+		{"C1 outbox write", []string{"C1"}, func() (err error) { st.C1, err = e.outboxWrites(ctx, s, watermill); return err }},
+		{"S2 backlogs", []string{"B2", "S2", "B3", "S3"}, func() (err error) {
 			if one, err = e.newBacklog(ctx, "s2r1", "", s.Backlog); err != nil {
 				return err
 			}
 			three, err = e.newBacklog(ctx, "s2r3", "", s.Backlog)
 			return err
 		}},
-		{"B2 raw produce", func() (err error) {
+		// S3's variants replay B2's events.
+		{"B2 raw produce", []string{"B2", "S3"}, func() (err error) {
 			events, err = backlogEvents(ctx, one)
 			if err != nil {
 				return err
@@ -103,7 +106,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			st.B2, err = e.rawProduce(ctx, events, topic)
 			return err
 		}},
-		{"S2 relay drain", func() error {
+		{"S2 relay drain", []string{"S2"}, func() error {
 			for _, run := range []struct {
 				b backlog
 				n int
@@ -116,37 +119,26 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			}
 			return nil
 		}},
-		{"B3 raw consume", func() (err error) { st.B3, err = e.rawConsume(ctx, one.topic, one.events); return err }},
-		{"S3 ledger", func() (err error) {
+		{"B3 raw consume", []string{"B3"}, func() (err error) { st.B3, err = e.rawConsume(ctx, one.topic, one.events); return err }},
+		{"S3 ledger", []string{"S3"}, func() (err error) {
 			st.S3, err = e.ledgerConsume(ctx, "s3", one.topic, one.events, s.ConsumeWindow, s.MinOps)
 			return err
 		}},
-		{"S3 variants", func() (err error) {
+		{"S3 variants", []string{"S3"}, func() (err error) {
 			st.S3Variants, err = e.s3Variants(ctx, one.topic, events, s.ConsumeWindow, s.MinOps)
 			return err
 		}},
-		{"S4 end to end", func() (err error) {
+		{"S4 end to end", []string{"S4"}, func() (err error) {
 			st.S4, err = e.endToEndBoth(ctx, "s4", "", "", best(), e2ePercents, s)
 			return err
 		}},
-		{"S5 growth", func() error { return e.growth(ctx, st, s, best()) }},
+		{"S5 growth", []string{"S5"}, func() error { return e.growth(ctx, st, s, best()) }},
 	}...)
 	if cfg.Peers {
-		steps = append(steps, step{"P1 peer drains", func() (err error) { st.P1, err = e.peerDrains(ctx, peers, s); return err }})
+		steps = append(steps, step{"P1 peer drains", []string{"P1"}, func() (err error) { st.P1, err = e.peerDrains(ctx, peers, s); return err }})
 	}
 	for _, step := range steps {
-		id, _, _ := strings.Cut(step.name, " ")
-		switch {
-		case id == "peers:":
-		case id == "S2" && strings.HasSuffix(step.name, "backlogs"):
-			if !cfg.runs("B2", "S2", "B3", "S3") {
-				continue
-			}
-		case id == "B2":
-			if !cfg.runs("B2", "S3") { // S3's variants replay B2's events
-				continue
-			}
-		case !cfg.runs(id):
+		if !cfg.runs(step.serves...) {
 			continue
 		}
 		if err := stage(step.name, step.fn); err != nil {

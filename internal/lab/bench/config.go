@@ -83,7 +83,7 @@ func (c *Config) validate() error {
 		return errors.New("bench: no PostgreSQL admin URL")
 	case len(c.Brokers) == 0:
 		return errors.New("bench: no Kafka brokers")
-	case len(c.Stages) > 0 && !c.runs("S1") && c.runs("S4", "S5") && c.S1Rate <= 0:
+	case !c.runs("S1") && c.runs("S4", "S5") && c.S1Rate <= 0:
 		return errors.New("bench: S4 and S5 without S1 need S1's rate")
 	case len(c.Sizes.Concurrency) == 0 || c.Sizes.Backlog < 2 || c.Sizes.History < 1 || c.Sizes.Rounds < 1:
 		return fmt.Errorf("bench: sizes %q are incomplete", c.Sizes.Name)

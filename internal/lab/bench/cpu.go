@@ -182,10 +182,10 @@ func samplePipeline(api, ledger int) pipelineSample {
 	return s
 }
 
-// perPayment is the CPU spent between s and t per payment; nil when the
-// servers' processes could not be read.
-// by maps the server's processes to the databases they serve; ordersDB and
-// ledgerDB name the two.
+// perPayment is the CPU spent between s and t per payment, PostgreSQL's
+// split by by (dbBackends: the server's processes to the databases they
+// serve, ordersDB and ledgerDB, or to the relays); nil when the servers'
+// processes could not be read.
 func (s pipelineSample) perPayment(t pipelineSample, payments int, by map[int]string, ordersDB, ledgerDB string) *PipelineCPU {
 	if !s.ok || !t.ok || payments <= 0 {
 		return nil

@@ -24,11 +24,11 @@ type relays struct {
 	pubs   []*outbox.KafkaPublisher
 }
 
-// startRelays starts n relays on the outbox at dbURL; tracer (may be nil)
-// sees their statements.
 // relaySessionName is the application_name of the bench's relays' sessions.
 const relaySessionName = "paylab-bench-relay"
 
+// startRelays starts n relays on the outbox at dbURL; tracer (may be nil)
+// sees their statements.
 func (e *env) startRelays(ctx context.Context, dbURL string, n int, pollingOnly bool, tracer *statements) (*relays, error) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &relays{cancel: cancel}
