@@ -66,6 +66,33 @@ func (w *Writer) Enqueue(ctx context.Context, tx Tx, events ...Event) error {
 		return nil
 	}
 	now := time.Now().UTC()
+	q := outboxdb.New(withTable(tx, w.table, w.sql))
+	if len(events) == 1 { // a statement of scalars: no arrays to build and unnest
+		e := &events[0]
+		headers, err := e.encode(now)
+		if err != nil {
+			return err
+		}
+		if w.notify {
+			err = q.InsertEvent(ctx, outboxdb.InsertEventParams{
+				Channel: w.channel, Notify: true, EventID: e.ID, AggregateType: e.AggregateType,
+				AggregateID: e.AggregateID, EventType: e.Type, SchemaVersion: int32(e.SchemaVersion),
+				Sequence: e.Sequence, Topic: e.Topic, Payload: e.Payload, Headers: headers,
+				OccurredAt: e.OccurredAt,
+			})
+		} else {
+			err = q.InsertEventQuiet(ctx, outboxdb.InsertEventQuietParams{
+				EventID: e.ID, AggregateType: e.AggregateType,
+				AggregateID: e.AggregateID, EventType: e.Type, SchemaVersion: int32(e.SchemaVersion),
+				Sequence: e.Sequence, Topic: e.Topic, Payload: e.Payload, Headers: headers,
+				OccurredAt: e.OccurredAt,
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("outbox: inserting event %s into %s: %w", e.ID, w.table, err)
+		}
+		return nil
+	}
 	p := outboxdb.InsertEventsParams{
 		Channel:        w.channel,
 		Notify:         w.notify,
@@ -82,15 +109,9 @@ func (w *Writer) Enqueue(ctx context.Context, tx Tx, events ...Event) error {
 	}
 	for i := range events {
 		e := &events[i]
-		if err := e.normalize(now); err != nil {
+		headers, err := e.encode(now)
+		if err != nil {
 			return err
-		}
-		headers := []byte("{}")
-		if len(e.Headers) > 0 {
-			var err error
-			if headers, err = json.Marshal(e.Headers); err != nil {
-				return fmt.Errorf("outbox: encoding headers of %s: %w", e.ID, err)
-			}
 		}
 		p.EventIds[i] = e.ID
 		p.AggregateTypes[i] = e.AggregateType
@@ -103,31 +124,24 @@ func (w *Writer) Enqueue(ctx context.Context, tx Tx, events ...Event) error {
 		p.Headers[i] = headers
 		p.OccurredAts[i] = e.OccurredAt
 	}
-	q := outboxdb.New(withTable(tx, w.table, w.sql))
-	if len(events) == 1 {
-		var err error
-		if w.notify {
-			err = q.InsertEvent(ctx, outboxdb.InsertEventParams{
-				Channel: p.Channel, Notify: true, EventID: p.EventIds[0], AggregateType: p.AggregateTypes[0],
-				AggregateID: p.AggregateIds[0], EventType: p.EventTypes[0], SchemaVersion: p.SchemaVersions[0],
-				Sequence: p.Sequences[0], Topic: p.Topics[0], Payload: p.Payloads[0], Headers: p.Headers[0],
-				OccurredAt: p.OccurredAts[0],
-			})
-		} else {
-			err = q.InsertEventQuiet(ctx, outboxdb.InsertEventQuietParams{
-				EventID: p.EventIds[0], AggregateType: p.AggregateTypes[0],
-				AggregateID: p.AggregateIds[0], EventType: p.EventTypes[0], SchemaVersion: p.SchemaVersions[0],
-				Sequence: p.Sequences[0], Topic: p.Topics[0], Payload: p.Payloads[0], Headers: p.Headers[0],
-				OccurredAt: p.OccurredAts[0],
-			})
-		}
-		if err != nil {
-			return fmt.Errorf("outbox: inserting event %s into %s: %w", events[0].ID, w.table, err)
-		}
-		return nil
-	}
 	if err := q.InsertEvents(ctx, p); err != nil {
 		return fmt.Errorf("outbox: inserting %d event(s) into %s: %w", len(events), w.table, err)
 	}
 	return nil
+}
+
+// encode normalizes e for insertion at now and returns its headers as the
+// JSON object the table stores.
+func (e *Event) encode(now time.Time) ([]byte, error) {
+	if err := e.normalize(now); err != nil {
+		return nil, err
+	}
+	if len(e.Headers) == 0 {
+		return []byte("{}"), nil
+	}
+	headers, err := json.Marshal(e.Headers)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: encoding headers of %s: %w", e.ID, err)
+	}
+	return headers, nil
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paylab/paylab/internal/platform/dbpool"
+	"github.com/paylab/paylab/internal/platform/pgpipe"
 	"github.com/paylab/paylab/pkg/outbox"
 )
 
@@ -28,8 +30,11 @@ import (
 //	                     (with --peers)
 //
 // A relay's LISTEN connection is open throughout, as in production. The
-// contenders alternate within each round; each figure is the median of the
-// rounds.
+// paylab contenders send their transaction as the orders service sends its
+// own (pgpipe.Tx): BEGIN travels with the UPDATE, the event's statements
+// with COMMIT, two round trips; Watermill's publisher, as a user runs it,
+// sends each statement on its own (four). The contenders alternate within
+// each round; each figure is the median of the rounds.
 
 // WriteResult is one contender of C1 at one concurrency.
 type WriteResult struct {
@@ -167,20 +172,34 @@ func writer(ctx context.Context, pool *pgxpool.Pool, name string) (func(ctx cont
 		return outbox.Event{ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: id, Type: "OrderCaptured",
 			SchemaVersion: 1, Sequence: seq, Topic: "order-events", Payload: payload, Headers: headers, OccurredAt: time.Now()}
 	}
-	tx := func(ctx context.Context, id string, then func(tx pgx.Tx, seq int64) error) error {
-		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			var seq int64
-			if err := tx.QueryRow(ctx, writeUpdate, id).Scan(&seq); err != nil {
-				return fmt.Errorf("updating order %s: %w", id, err)
+	// tx sends the transaction as the orders service sends its own
+	// (pgpipe.Tx): BEGIN with the UPDATE, the event's statements with COMMIT.
+	tx := func(ctx context.Context, id string, then func(tx *pgpipe.Tx, seq int64) error) (err error) {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		tx := pgpipe.Begin(conn.Conn())
+		defer func() {
+			if rerr := tx.Rollback(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
+				err = errors.Join(err, rerr)
 			}
-			return then(tx, seq)
-		})
+		}()
+		var seq int64
+		if err := tx.QueryRow(ctx, writeUpdate, id).Scan(&seq); err != nil {
+			return fmt.Errorf("updating order %s: %w", id, err)
+		}
+		if err := then(tx, seq); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
 	}
 	nothing := func() {}
 	switch name {
 	case writeInsertOnly:
 		return func(ctx context.Context, id string, payload json.RawMessage, headers map[string]string) error {
-			return tx(ctx, id, func(tx pgx.Tx, seq int64) error {
+			return tx(ctx, id, func(tx *pgpipe.Tx, seq int64) error {
 				ev := event(id, seq, payload, headers)
 				_, err := tx.Exec(ctx, writeInsert, ev.ID, ev.AggregateType, ev.AggregateID, ev.Type, ev.SchemaVersion,
 					ev.Sequence, ev.Topic, ev.Payload, ev.Headers, ev.OccurredAt.UTC())
@@ -189,7 +208,7 @@ func writer(ctx context.Context, pool *pgxpool.Pool, name string) (func(ctx cont
 		}, nothing, nil
 	case writeNotifyInTx:
 		return func(ctx context.Context, id string, payload json.RawMessage, headers map[string]string) error {
-			return tx(ctx, id, func(tx pgx.Tx, seq int64) error { return outbox.Enqueue(ctx, tx, event(id, seq, payload, headers)) })
+			return tx(ctx, id, func(tx *pgpipe.Tx, seq int64) error { return outbox.Enqueue(ctx, tx, event(id, seq, payload, headers)) })
 		}, nothing, nil
 	case writeAfterCommit:
 		ob, stop, err := newRawOutbox(ctx, pool) // as the orders service writes
@@ -197,7 +216,9 @@ func writer(ctx context.Context, pool *pgxpool.Pool, name string) (func(ctx cont
 			return nil, nil, err
 		}
 		return func(ctx context.Context, id string, payload json.RawMessage, headers map[string]string) error {
-			if err := tx(ctx, id, func(tx pgx.Tx, seq int64) error { return ob.writer.Enqueue(ctx, tx, event(id, seq, payload, headers)) }); err != nil {
+			if err := tx(ctx, id, func(tx *pgpipe.Tx, seq int64) error {
+				return ob.writer.Enqueue(ctx, tx, event(id, seq, payload, headers))
+			}); err != nil {
 				return err
 			}
 			ob.notifier.Notify()
