@@ -126,6 +126,16 @@ type RelayConfig struct {
 	// Retention is how long dispatched events are kept before they are
 	// deleted; negative disables deletion. Default 168h (7 days).
 	Retention time.Duration
+	// DeleteDispatched makes the relay delete each event Kafka acknowledged,
+	// in the statement that records the batch, instead of setting its
+	// dispatched_at: the table then keeps no history of published events
+	// (parked ones stay), and each event costs it one write after its insert
+	// instead of two (the mark's new row version and its index entries),
+	// which is what bounds a large backlog's drain. Leases, their fencing
+	// (only rows the relay still holds are deleted) and per-aggregate order
+	// are unchanged. Default false: events are kept for Retention, as the
+	// architecture's outbox does.
+	DeleteDispatched bool
 	// RetentionInterval is how often the retention job runs. Default 1m.
 	RetentionInterval time.Duration
 	// RetentionBatch is how many rows one DELETE removes, so retention never
@@ -243,12 +253,13 @@ type settings struct {
 type relayConfig struct {
 	Config
 	settings
-	PollOnly       bool
-	RoundInterval  time.Duration
-	Unsafe         Unsafe
-	Slot           string
-	Publication    string
-	KeepDispatched bool
+	PollOnly         bool
+	RoundInterval    time.Duration
+	Unsafe           Unsafe
+	DeleteDispatched bool
+	Slot             string
+	Publication      string
+	KeepDispatched   bool
 }
 
 // Defaults.
@@ -338,7 +349,7 @@ func pacing(d, def time.Duration) time.Duration {
 func (c RelayConfig) relay() relayConfig {
 	names := Config{Table: c.Table, Channel: c.Channel, MetricPrefix: c.MetricPrefix}
 	names.withNames()
-	return relayConfig{Config: names, PollOnly: c.PollOnly, RoundInterval: pacing(c.RoundInterval, DefaultRoundInterval), Unsafe: c.Unsafe, settings: settings{
+	return relayConfig{Config: names, PollOnly: c.PollOnly, RoundInterval: pacing(c.RoundInterval, DefaultRoundInterval), Unsafe: c.Unsafe, DeleteDispatched: c.DeleteDispatched, settings: settings{
 		ID: c.ID, BatchSize: c.BatchSize, LeaseTTL: c.LeaseTTL, MaxPublishWait: c.MaxPublishWait,
 		PollInterval: c.PollInterval, RetryBackoff: c.RetryBackoff, RetryMaxBackoff: c.RetryMaxBackoff,
 		OutageMaxBackoff: c.OutageMaxBackoff, MaxAttempts: c.MaxAttempts, Retention: c.Retention,

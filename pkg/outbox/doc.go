@@ -90,7 +90,10 @@
 // The polling relay (NewRelay, the default) claims rows with an expiring
 // lease, publishes them and marks them dispatched: two statements per batch,
 // any number of relays sharing the work, and nothing needed of PostgreSQL
-// beyond the table. Dispatched rows are deleted after RelayConfig.Retention.
+// beyond the table. Dispatched rows are deleted after RelayConfig.Retention;
+// with RelayConfig.DeleteDispatched the statement that records a batch
+// deletes its published rows instead of marking them (no history kept, one
+// write per event fewer).
 //
 // The WAL relay (NewWALRelay(pool, replURL, publisher, WALConfig{})) reads
 // the table's committed inserts from the write-ahead log through a logical

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paylab/paylab/pkg/outbox"
@@ -149,6 +150,18 @@ func testTakeover(t *testing.T, point string, wantDuplicates bool) {
 // own order only, never other orders.
 func TestPermanentFailureParksAndBlocksOnlyItsOrder(t *testing.T) {
 	t.Parallel()
+	for _, deleting := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DeleteDispatched=%v", deleting), func(t *testing.T) {
+			t.Parallel()
+			permanentFailureParksAndBlocksOnlyItsOrder(t, deleting)
+		})
+	}
+}
+
+// permanentFailureParksAndBlocksOnlyItsOrder is the test, with the relay's
+// DeleteDispatched set to deleting: a published event's row is then gone,
+// the parked one and its order's next stay.
+func permanentFailureParksAndBlocksOnlyItsOrder(t *testing.T, deleting bool) {
 	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 1)
 	ctx := testenv.Context(t)
@@ -160,11 +173,15 @@ func TestPermanentFailureParksAndBlocksOnlyItsOrder(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	startRelay(t, pool, newKafkaPublisher(t, testenv.Brokers()), outbox.RelayConfig{
 		PollInterval: 100 * time.Millisecond, StatsInterval: 100 * time.Millisecond, Registerer: reg,
+		DeleteDispatched: deleting,
 	})
 	state := func(e outbox.Event) (dispatched, parked bool, attempts int, lastErr string) {
 		var lerr *string
 		err := pool.QueryRow(ctx, `SELECT dispatched_at IS NOT NULL, parked_at IS NOT NULL, attempts, last_error
 			FROM outbox WHERE event_id = $1`, e.ID).Scan(&dispatched, &parked, &attempts, &lerr)
+		if deleting && errors.Is(err, pgx.ErrNoRows) {
+			return true, false, 0, "" // published, and deleted
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,6 +210,12 @@ func TestPermanentFailureParksAndBlocksOnlyItsOrder(t *testing.T) {
 	}
 	if n := metricValue(t, reg, "outbox_publish_errors_total", "kind", "permanent"); n != 1 {
 		t.Fatalf("permanent publish errors = %v, want 1", n)
+	}
+	if n := queryInt(t, ctx, pool, "SELECT count(*) FROM outbox WHERE dispatched_at IS NOT NULL"); deleting && n != 0 {
+		t.Fatalf("%d events marked dispatched; with DeleteDispatched they are deleted", n)
+	}
+	if n := queryInt(t, ctx, pool, "SELECT count(*) FROM outbox"); deleting && n != 2 {
+		t.Fatalf("%d rows left; with DeleteDispatched only the parked event and its order's next stay", n)
 	}
 }
 

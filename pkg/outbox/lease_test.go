@@ -128,12 +128,15 @@ func TestAStalledRelayCannotRecordRowsAnotherRelayNowHolds(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		unfenced   bool
-		aRecords   int // rows A's late outcome records
+		deleting   bool // RelayConfig.DeleteDispatched: the outcome deletes the rows
+		aRecords   int  // rows A's late outcome records
 		bRecords   int
 		aLeaseLost float64
 	}{
 		{name: "fenced", aRecords: 0, bRecords: 5, aLeaseLost: 5},
+		{name: "fenced, deleting", deleting: true, aRecords: 0, bRecords: 5, aLeaseLost: 5},
 		{name: "unfenced", unfenced: true, aRecords: 5, bRecords: 0, aLeaseLost: 0},
+		{name: "unfenced, deleting", unfenced: true, deleting: true, aRecords: 5, bRecords: 0, aLeaseLost: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -149,11 +152,12 @@ func TestAStalledRelayCannotRecordRowsAnotherRelayNowHolds(t *testing.T) {
 			releaseA, releaseB := make(chan struct{}), make(chan struct{})
 			regA := prometheus.NewRegistry()
 			a, err := outbox.NewRelay(pool, stalledUntil(releaseA), outbox.RelayConfig{
-				ID: "A", LeaseTTL: time.Minute, Registerer: regA, Unsafe: outbox.Unsafe{UnfencedComplete: tc.unfenced}})
+				ID: "A", LeaseTTL: time.Minute, Registerer: regA, DeleteDispatched: tc.deleting,
+				Unsafe: outbox.Unsafe{UnfencedComplete: tc.unfenced}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := outbox.NewRelay(pool, stalledUntil(releaseB), outbox.RelayConfig{ID: "B", LeaseTTL: time.Minute})
+			b, err := outbox.NewRelay(pool, stalledUntil(releaseB), outbox.RelayConfig{ID: "B", LeaseTTL: time.Minute, DeleteDispatched: tc.deleting})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,6 +186,9 @@ func TestAStalledRelayCannotRecordRowsAnotherRelayNowHolds(t *testing.T) {
 			}
 			if n := undispatched(t, ctx, pool); n != 0 {
 				t.Fatalf("%d events left undispatched", n)
+			}
+			if n := queryInt(t, ctx, pool, "SELECT count(*) FROM outbox"); tc.deleting != (n == 0) {
+				t.Fatalf("%d rows left in the outbox, deleting %v", n, tc.deleting)
 			}
 		})
 	}

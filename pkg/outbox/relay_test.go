@@ -22,12 +22,24 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// Three relays share 20 000 events of 2 000 orders (10 each), enqueued while
+// Three relays share 20 000 events of 2 000 orders (10 each; once keeping
+// the published rows, once deleting them), enqueued while
 // they run: every event reaches the topic, each order's events arrive in
 // sequence order on one partition, and no event is sent by two relays (no
 // lease expired, so any such send would have been under a valid lease).
 func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 	t.Parallel()
+	for _, deleting := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DeleteDispatched=%v", deleting), func(t *testing.T) {
+			t.Parallel()
+			threeRelaysPublishEveryEventInOrderOnce(t, deleting)
+		})
+	}
+}
+
+// threeRelaysPublishEveryEventInOrderOnce is the test, the relays'
+// DeleteDispatched set to deleting.
+func threeRelaysPublishEveryEventInOrderOnce(t *testing.T, deleting bool) {
 	const orders, perOrder = 2000, 10
 	pool, _ := testenv.NewPool(t, migrate)
 	topic := testenv.NewTopic(t, 6)
@@ -41,7 +53,7 @@ func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 		name := fmt.Sprintf("relay-%d", i)
 		startRelay(t, pool, rec.wrap(name, newKafkaPublisher(t, testenv.Brokers())), outbox.RelayConfig{
 			ID: name, BatchSize: 200, LeaseTTL: 30 * time.Second, PollInterval: 200 * time.Millisecond,
-			Registerer: reg, Logger: testLogger(t),
+			Registerer: reg, Logger: testLogger(t), DeleteDispatched: deleting,
 		})
 	}
 	ids := seedOrders(t, ctx, pool, topic, orders, perOrder)
@@ -133,6 +145,9 @@ func TestThreeRelaysPublishEveryEventInOrderOnce(t *testing.T) {
 	}
 	if len(perRelay) < 2 {
 		t.Fatalf("events per relay %v: the relays did not share the work", perRelay)
+	}
+	if n := queryInt(t, ctx, pool, "SELECT count(*) FROM outbox"); deleting != (n == 0) {
+		t.Fatalf("%d rows left in the outbox, deleting %v", n, deleting)
 	}
 	t.Logf("events per relay %v, duplicates on the topic %d, sent by two relays %d, lease reclaims %v", perRelay, dupes, multi, reclaims)
 }

@@ -20,19 +20,19 @@ import (
 
 // relayBinaryDrain is P1's paylab contender as a user runs it: the orders
 // binary's relay command (`orders relay`) with its defaults, RELAY_MODE=poll
-// or wal, on a fresh orders database and 6-partition topic holding n
+// or wal (and the given settings, as KEY=value), on a fresh orders database and 6-partition topic holding n
 // undispatched events committed in txs equal transactions (in WAL mode after
 // its slot and publication exist, as `paylab init` makes them). The clock
 // runs from the process's start to the n-th message in the topic; the CPU
 // is the process's own over its life, and the servers' over the same span.
-func (e *env) relayBinaryDrain(ctx context.Context, mode string, n, txs int) (res DrainResult, err error) {
+func (e *env) relayBinaryDrain(ctx context.Context, mode string, n, txs int, settings ...string) (res DrainResult, err error) {
 	res = DrainResult{Relays: 1, Events: n}
 	stage := fmt.Sprintf("p%s%d%s", mode, n, randomHex(2))
 	dbURL, topic, err := e.databaseAndTopic(ctx, stage)
 	if err != nil {
 		return res, err
 	}
-	env := []string{"DATABASE_URL=" + dbURL, "RELAY_MODE=" + mode}
+	env := append([]string{"DATABASE_URL=" + dbURL, "RELAY_MODE=" + mode}, settings...)
 	if mode == "wal" {
 		slot, cleanup, err := e.relaySlot(ctx, dbURL, stage)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 // The contenders of P1.
 const (
 	drainPoll      = "paylab-poll"
+	drainPollDel   = "paylab-poll-delete" // RELAY_DELETE_DISPATCHED=true: no history kept
 	drainWAL       = "paylab-wal"
 	drainDebezium  = "debezium"
 	drainWatermill = "watermill"
@@ -83,7 +84,7 @@ func (e *env) peerDrains(ctx context.Context, t peerTools, s Sizes) ([]PeerDrain
 	var out []PeerDrain
 	for _, n := range s.PeerBacklogs {
 		txs := peerTransactionsOf(n)
-		contenders := []string{drainPoll, drainWAL, drainDebezium}
+		contenders := []string{drainPoll, drainPollDel, drainWAL, drainDebezium}
 		if n <= watermillMaxBacklog {
 			contenders = append(contenders, drainWatermill)
 		}
@@ -115,6 +116,8 @@ func (e *env) peerDrain(ctx context.Context, t peerTools, name string, n, txs in
 	switch name {
 	case drainPoll:
 		return e.relayBinaryDrain(ctx, "poll", n, txs)
+	case drainPollDel:
+		return e.relayBinaryDrain(ctx, "poll", n, txs, "RELAY_DELETE_DISPATCHED=true")
 	case drainWAL:
 		return e.relayBinaryDrain(ctx, "wal", n, txs)
 	case drainDebezium:

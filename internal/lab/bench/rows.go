@@ -201,7 +201,7 @@ func notes(st Stages, s Sizes) []string {
 		n = append(n, overload("S5", r, st.S3.PerSecond)...)
 	}
 	if len(st.P1) > 0 {
-		n = append(n, fmt.Sprintf("P1 (--peers): each contender drains a backlog written in %d equal transactions the way it is meant to be written (paylab: INSERT into the outbox; Debezium: INSERT into its outbox table; Watermill: its transactional SQL publisher), on a fresh database and 6-partition topic of the same servers, contenders alternated, median of %d rounds with the slowest and fastest in brackets. paylab-poll and paylab-wal: the orders binary's relay command as a user starts it, its defaults with RELAY_MODE=poll or wal (and in WAL mode RELAY_SLOT naming a slot made before the backlog), clock from process start to the last event in the topic; Debezium %s (internal/lab/peers/debezium/pom.xml): embedded engine, pgoutput, outbox EventRouter, KafkaProducer acks=all idempotent, offsets committed after each acknowledged batch, clock from engine start (JVM launch excluded); Watermill: forwarder, SQL subscriber → Kafka publisher, clock until the topic holds every record. CPU: PostgreSQL's and the broker's from /proc over the drain, the contender's its own.",
+		n = append(n, fmt.Sprintf("P1 (--peers): each contender drains a backlog written in %d equal transactions the way it is meant to be written (paylab: INSERT into the outbox; Debezium: INSERT into its outbox table; Watermill: its transactional SQL publisher), on a fresh database and 6-partition topic of the same servers, contenders alternated, median of %d rounds with the slowest and fastest in brackets. paylab-poll and paylab-wal: the orders binary's relay command as a user starts it, its defaults with RELAY_MODE=poll or wal (and in WAL mode RELAY_SLOT naming a slot made before the backlog); paylab-poll-delete: paylab-poll with RELAY_DELETE_DISPATCHED=true (published rows deleted, no history kept: a setting's trade-off, without a target); for the three, the clock runs from process start to the last event in the topic; Debezium %s (internal/lab/peers/debezium/pom.xml): embedded engine, pgoutput, outbox EventRouter, KafkaProducer acks=all idempotent, offsets committed after each acknowledged batch, clock from engine start (JVM launch excluded); Watermill: forwarder, SQL subscriber → Kafka publisher, clock until the topic holds every record. CPU: PostgreSQL's and the broker's from /proc over the drain, the contender's its own.",
 			peerTransactions, s.Rounds, "3.6.1.Final"))
 	}
 	if st.S5.History > 0 {
@@ -265,11 +265,14 @@ func peerRows(p1 []PeerDrain) []Row {
 		}
 	}
 	for _, d := range p1 {
-		if d.Contender != drainPoll && d.Contender != drainWAL {
+		if d.Contender != drainPoll && d.Contender != drainPollDel && d.Contender != drainWAL {
 			continue
 		}
 		peers := by[d.Events]
-		if dbz, ok := peers[drainDebezium]; ok {
+		if dbz, ok := peers[drainDebezium]; ok && d.Contender == drainPollDel { // a setting's trade-off: no target
+			out = append(out, Row{Stage: "P1", What: fmt.Sprintf("  %s vs Debezium, %d events", d.Contender, d.Events), Figure: "-",
+				Baseline: drainDebezium, Ratio: ratio(d.PerSecond, dbz.PerSecond)})
+		} else if ok {
 			target := targetDebezium
 			switch {
 			case d.Events < bigBacklog:

@@ -48,6 +48,7 @@ type Config struct {
 	OutageMaxBackoff  time.Duration `env:"RELAY_OUTAGE_MAX_BACKOFF"`
 	MaxAttempts       int           `env:"RELAY_MAX_ATTEMPTS"`
 	Retention         time.Duration `env:"OUTBOX_RETENTION"`
+	DeleteDispatched  bool          `env:"RELAY_DELETE_DISPATCHED"`
 	RetentionInterval time.Duration `env:"RELAY_RETENTION_INTERVAL"`
 	StatsInterval     time.Duration `env:"RELAY_STATS_INTERVAL"`
 	ShutdownTimeout   time.Duration `env:"RELAY_SHUTDOWN_TIMEOUT" envDefault:"20s"`
@@ -182,6 +183,7 @@ func (c Config) RelayConfig(log *slog.Logger) outbox.RelayConfig {
 		OutageMaxBackoff:  c.OutageMaxBackoff,
 		MaxAttempts:       c.MaxAttempts,
 		Retention:         c.Retention,
+		DeleteDispatched:  c.DeleteDispatched,
 		RetentionInterval: c.RetentionInterval,
 		StatsInterval:     c.StatsInterval,
 		Logger:            log,

@@ -39,6 +39,7 @@
 //	RELAY_OUTAGE_MAX_BACKOFF  OutageMaxBackoff: pause cap while the broker is down, i.e. a whole batch failed (5s)
 //	RELAY_MAX_ATTEMPTS        MaxAttempts: park an event after this many failed attempts, outages not counted; negative = never (100)
 //	OUTBOX_RETENTION          Retention: delete dispatched events older than this; negative = keep all (168h)
+//	RELAY_DELETE_DISPATCHED   poll: DeleteDispatched, delete each published event instead of setting dispatched_at; no history kept (false)
 //	RELAY_RETENTION_INTERVAL  RetentionInterval: how often retention runs (1m)
 //	RELAY_STATS_INTERVAL      StatsInterval: how often the pending gauges are refreshed (5s)
 //	RELAY_SHUTDOWN_TIMEOUT    admin listener shutdown deadline (20s)

@@ -51,14 +51,15 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if cfg.AdminAddr != "127.0.0.1:9081" || cfg.ChaosEnabled || cfg.Mode != relaycmd.ModePoll || !cfg.LeaseFencing {
+	if cfg.AdminAddr != "127.0.0.1:9081" || cfg.ChaosEnabled || cfg.Mode != relaycmd.ModePoll || !cfg.LeaseFencing || cfg.DeleteDispatched {
 		t.Fatalf("defaults = %+v", cfg)
 	}
 	// The relay's settings map onto the library's config, unset ones left
 	// to its defaults (one source: RELAY_BATCH_SIZE unset is 500 when
 	// polling and 5000 when streaming).
 	cfg, err = relaycmd.LoadConfig(map[string]string{"RELAY_MODE": "wal", "RELAY_MAX_ATTEMPTS": "-1",
-		"OUTBOX_RETENTION": "-1s", "RELAY_LEASE_TTL": "12s", "RELAY_SLOT": "s1", "RELAY_LEASE_FENCING": "false", "RELAY_STANDBY_GUARD": "on"})
+		"OUTBOX_RETENTION": "-1s", "RELAY_LEASE_TTL": "12s", "RELAY_SLOT": "s1", "RELAY_LEASE_FENCING": "false", "RELAY_STANDBY_GUARD": "on",
+		"RELAY_DELETE_DISPATCHED": "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestLoadConfig(t *testing.T) {
 		w.LeaseTTL != 12*time.Second || w.Slot != "s1" || w.StandbyGuard != outbox.StandbyGuardOn {
 		t.Errorf("WAL config %+v", w)
 	}
-	if r := cfg.RelayConfig(nil); !r.Unsafe.UnfencedComplete || r.LeaseTTL != 12*time.Second {
+	if r := cfg.RelayConfig(nil); !r.Unsafe.UnfencedComplete || r.LeaseTTL != 12*time.Second || !r.DeleteDispatched {
 		t.Errorf("relay config %+v", r)
 	}
 	tests := []struct {
