@@ -154,6 +154,7 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, time.Durat
 		MaxBackoffSeconds: r.cfg.RetryMaxBackoff.Seconds(),
 		MaxAttempts:       int32(max(r.cfg.MaxAttempts, 0)),
 		Fenced:            !r.cfg.Unsafe.UnfencedComplete,
+		DeleteDispatched:  r.cfg.DeleteDispatched,
 	}
 	var pause time.Duration
 	switch {
@@ -181,7 +182,7 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, time.Durat
 		p.FailedPermanent = append(p.FailedPermanent, permanent)
 		failed[row.ID] = err
 	}
-	done, err := r.record(ctx, p)
+	done, err := r.queries.CompleteBatch(ctx, p)
 	if err != nil {
 		return res, pause, fmt.Errorf("recording the outcome of %d events: %w", len(b.rows), err)
 	}
@@ -212,24 +213,6 @@ func (r *Relay) complete(ctx context.Context, b *batch) (BatchResult, time.Durat
 		r.log.WarnContext(ctx, "lease lost before the batch was recorded", "events", lost)
 	}
 	return res, pause, nil
-}
-
-// record runs the statement that records a batch: CompleteBatch, or with
-// DeleteDispatched its deleting twin, which takes the same arguments.
-func (r *Relay) record(ctx context.Context, p outboxdb.CompleteBatchParams) ([]outboxdb.CompleteBatchRow, error) {
-	if !r.cfg.DeleteDispatched {
-		return r.queries.CompleteBatch(ctx, p)
-	}
-	rows, err := r.queries.CompleteBatchDeleting(ctx, outboxdb.CompleteBatchDeletingParams{
-		Outage: p.Outage, OutageBackoffSeconds: p.OutageBackoffSeconds, MaxBackoffSeconds: p.MaxBackoffSeconds,
-		BackoffSeconds: p.BackoffSeconds, FailedErrors: p.FailedErrors, FailedIds: p.FailedIds,
-		FailedPermanent: p.FailedPermanent, MaxAttempts: p.MaxAttempts, Owner: p.Owner, Fenced: p.Fenced, Ids: p.Ids,
-	})
-	done := make([]outboxdb.CompleteBatchRow, len(rows))
-	for i, row := range rows {
-		done[i] = outboxdb.CompleteBatchRow(row)
-	}
-	return done, err
 }
 
 func firstError(errs []error) error {

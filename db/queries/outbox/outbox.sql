@@ -114,69 +114,51 @@ RETURNING id;
 -- by position keeps the plan an index scan on ids; failures are few.)
 -- fenced is false only to show what the owner check prevents (a stalled
 -- relay recording rows another relay now holds): RelayConfig.Unsafe.UnfencedComplete.
-UPDATE /* TEMPLATE: table */outbox AS t
-SET dispatched_at = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN now() END,
-    lease_owner   = NULL,
-    leased_until  = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN NULL
-                         WHEN sqlc.arg(outage)::boolean
-                         THEN now() + make_interval(secs => sqlc.arg(outage_backoff_seconds)::float8)
-                         ELSE now() + make_interval(secs =>
-                             least(sqlc.arg(max_backoff_seconds)::float8,
-                                   sqlc.arg(backoff_seconds)::float8 * power(2, least(t.attempts - 1, 30)))
-                             * (0.5 + random() / 2)) END,
-    attempts      = CASE WHEN sqlc.arg(outage)::boolean THEN greatest(t.attempts - 1, 0) ELSE t.attempts END,
-    last_error    = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN t.last_error
-                         ELSE left((sqlc.arg(failed_errors)::text[])[array_position(sqlc.arg(failed_ids)::bigint[], t.id)], 2000) END,
-    parked_at     = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NOT NULL
-                          AND NOT sqlc.arg(outage)::boolean
-                          AND ((sqlc.arg(failed_permanent)::boolean[])[array_position(sqlc.arg(failed_ids)::bigint[], t.id)]
-                               OR (sqlc.arg(max_attempts)::integer > 0 AND t.attempts >= sqlc.arg(max_attempts)::integer))
-                         THEN now() END
-WHERE t.id = ANY(sqlc.arg(ids)::bigint[])
-  AND (t.lease_owner = sqlc.arg(owner)::text OR NOT sqlc.arg(fenced)::boolean)
-  AND t.dispatched_at IS NULL
-RETURNING t.id, (t.dispatched_at IS NOT NULL)::boolean AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
-          EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds;
-
--- name: CompleteBatchDeleting :many
--- CompleteBatch for RelayConfig.DeleteDispatched: the acknowledged rows
--- owner still holds are deleted instead of marked, so that each event costs
--- the table one write after its insert (the claim's lease) instead of two:
--- a DELETE writes no new row version and no index entries, where the mark's
--- UPDATE writes both (dispatched_at decides the partial indexes, so it is
--- never a HOT update). The failed rows are released or parked exactly as
--- CompleteBatch does; the result has its shape. An aggregate's next event
--- is claimable once the previous one is gone, as once it is dispatched.
-WITH failed AS (
+-- delete_dispatched (RelayConfig.DeleteDispatched) deletes the acknowledged
+-- rows instead of marking them, so that each event costs the table one
+-- write after its insert (the claim's lease) instead of two: a DELETE
+-- writes no new row version and no index entries, where the mark's UPDATE
+-- writes both (dispatched_at decides the partial indexes, so it is never a
+-- HOT update). The failed rows are recorded the same either way, and an
+-- aggregate's next event is claimable once the previous one is gone, as
+-- once it is dispatched. Each statement is planned with its arguments, so
+-- the branch not taken costs nothing.
+WITH recorded AS (
     UPDATE /* TEMPLATE: table */outbox AS t
-    SET lease_owner  = NULL,
-        leased_until = CASE WHEN sqlc.arg(outage)::boolean
-                            THEN now() + make_interval(secs => sqlc.arg(outage_backoff_seconds)::float8)
-                            ELSE now() + make_interval(secs =>
-                                least(sqlc.arg(max_backoff_seconds)::float8,
-                                      sqlc.arg(backoff_seconds)::float8 * power(2, least(t.attempts - 1, 30)))
-                                * (0.5 + random() / 2)) END,
-        attempts     = CASE WHEN sqlc.arg(outage)::boolean THEN greatest(t.attempts - 1, 0) ELSE t.attempts END,
-        last_error   = left((sqlc.arg(failed_errors)::text[])[array_position(sqlc.arg(failed_ids)::bigint[], t.id)], 2000),
-        parked_at    = CASE WHEN NOT sqlc.arg(outage)::boolean
-                             AND ((sqlc.arg(failed_permanent)::boolean[])[array_position(sqlc.arg(failed_ids)::bigint[], t.id)]
-                                  OR (sqlc.arg(max_attempts)::integer > 0 AND t.attempts >= sqlc.arg(max_attempts)::integer))
-                            THEN now() END
-    WHERE t.id = ANY(sqlc.arg(failed_ids)::bigint[])
+    SET dispatched_at = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN now() END,
+        lease_owner   = NULL,
+        leased_until  = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN NULL
+                             WHEN sqlc.arg(outage)::boolean
+                             THEN now() + make_interval(secs => sqlc.arg(outage_backoff_seconds)::float8)
+                             ELSE now() + make_interval(secs =>
+                                 least(sqlc.arg(max_backoff_seconds)::float8,
+                                       sqlc.arg(backoff_seconds)::float8 * power(2, least(t.attempts - 1, 30)))
+                                 * (0.5 + random() / 2)) END,
+        attempts      = CASE WHEN sqlc.arg(outage)::boolean THEN greatest(t.attempts - 1, 0) ELSE t.attempts END,
+        last_error    = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL THEN t.last_error
+                             ELSE left((sqlc.arg(failed_errors)::text[])[array_position(sqlc.arg(failed_ids)::bigint[], t.id)], 2000) END,
+        parked_at     = CASE WHEN array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NOT NULL
+                              AND NOT sqlc.arg(outage)::boolean
+                              AND ((sqlc.arg(failed_permanent)::boolean[])[array_position(sqlc.arg(failed_ids)::bigint[], t.id)]
+                                   OR (sqlc.arg(max_attempts)::integer > 0 AND t.attempts >= sqlc.arg(max_attempts)::integer))
+                             THEN now() END
+    WHERE t.id = ANY(sqlc.arg(ids)::bigint[])
+      AND (NOT sqlc.arg(delete_dispatched)::boolean OR array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NOT NULL)
       AND (t.lease_owner = sqlc.arg(owner)::text OR NOT sqlc.arg(fenced)::boolean)
       AND t.dispatched_at IS NULL
-    RETURNING t.id, false AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
+    RETURNING t.id, (t.dispatched_at IS NOT NULL)::boolean AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
               EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds
 ), deleted AS (
     DELETE FROM /* TEMPLATE: table */outbox AS t
-    WHERE t.id = ANY(sqlc.arg(ids)::bigint[])
+    WHERE sqlc.arg(delete_dispatched)::boolean
+      AND t.id = ANY(sqlc.arg(ids)::bigint[])
       AND array_position(sqlc.arg(failed_ids)::bigint[], t.id) IS NULL
       AND (t.lease_owner = sqlc.arg(owner)::text OR NOT sqlc.arg(fenced)::boolean)
       AND t.dispatched_at IS NULL
     RETURNING t.id, true AS dispatched, false AS parked,
               EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds
 )
-SELECT f.id, f.dispatched::boolean AS dispatched, f.parked::boolean AS parked, f.latency_seconds::float8 AS latency_seconds FROM failed f
+SELECT r.id, r.dispatched::boolean AS dispatched, r.parked::boolean AS parked, r.latency_seconds::float8 AS latency_seconds FROM recorded r
 UNION ALL
 SELECT d.id, d.dispatched::boolean, d.parked::boolean, d.latency_seconds::float8 FROM deleted d;
 

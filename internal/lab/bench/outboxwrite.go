@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -174,26 +173,17 @@ func writer(ctx context.Context, pool *pgxpool.Pool, name string) (func(ctx cont
 	}
 	// tx sends the transaction as the orders service sends its own
 	// (pgpipe.Tx): BEGIN with the UPDATE, the event's statements with COMMIT.
-	tx := func(ctx context.Context, id string, then func(tx *pgpipe.Tx, seq int64) error) (err error) {
-		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			return err
-		}
-		defer conn.Release()
-		tx := pgpipe.Begin(conn.Conn())
-		defer func() {
-			if rerr := tx.Rollback(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
-				err = errors.Join(err, rerr)
+	tx := func(ctx context.Context, id string, then func(tx *pgpipe.Tx, seq int64) error) error {
+		return pipelined(ctx, pool, func(tx *pgpipe.Tx) error {
+			var seq int64
+			if err := tx.QueryRow(ctx, writeUpdate, id).Scan(&seq); err != nil {
+				return fmt.Errorf("updating order %s: %w", id, err)
 			}
-		}()
-		var seq int64
-		if err := tx.QueryRow(ctx, writeUpdate, id).Scan(&seq); err != nil {
-			return fmt.Errorf("updating order %s: %w", id, err)
-		}
-		if err := then(tx, seq); err != nil {
-			return err
-		}
-		return tx.Commit(ctx)
+			if err := then(tx, seq); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		})
 	}
 	nothing := func() {}
 	switch name {

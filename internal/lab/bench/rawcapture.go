@@ -57,29 +57,24 @@ var errRawKeyInFlight = errors.New("idempotency key in flight")
 // key, look it up, create the order captured, store the key and its
 // response, insert the outbox row, commit. A key already stored is a replay:
 // nothing is written, as in the API.
-func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, key string, p loadgen.Payment) (err error) {
+func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, key string, p loadgen.Payment) error {
 	body, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
 	hash := sha256.Sum256(append([]byte(rawScope+"\x00"), body...))
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	tx := pgpipe.Begin(conn.Conn())
-	defer func() {
-		if rerr := tx.Rollback(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
-			err = errors.Join(err, rerr)
-		}
-	}()
+	return pipelined(ctx, pool, func(tx *pgpipe.Tx) error { return rawCaptureTx(ctx, tx, ob, topic, key, hash[:], p) })
+}
+
+// rawCaptureTx is rawCapture's transaction; it commits unless the key was
+// stored or is in flight (then pipelined rolls it back).
+func rawCaptureTx(ctx context.Context, tx *pgpipe.Tx, ob rawOutbox, topic, key string, hash []byte, p loadgen.Payment) error {
 	var (
 		locked bool
 		status int32
 	)
 	tx.QueueRow(rawLockKey, []any{p.MerchantID, rawScope, key}, func(r pgx.Row) error { return r.Scan(&locked) })
-	err = tx.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status)
+	err := tx.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status)
 	switch {
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("locking and reading idempotency key: %w", err)
@@ -98,7 +93,7 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, ke
 		Scan(&seq, &at, &payload, &response); err != nil {
 		return fmt.Errorf("placing order %s: %w", id, err)
 	}
-	_, _ = tx.Exec(ctx, rawInsertKey, p.MerchantID, rawScope, key, hash[:], 201, response)
+	_, _ = tx.Exec(ctx, rawInsertKey, p.MerchantID, rawScope, key, hash, 201, response)
 	if err := ob.writer.Enqueue(ctx, tx, outbox.Event{
 		ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: id.String(), Type: "OrderCaptured",
 		SchemaVersion: 1, Sequence: seq, Topic: topic, Payload: payload, OccurredAt: at,
@@ -110,6 +105,24 @@ func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, ke
 	}
 	ob.notifier.Notify()
 	return nil
+}
+
+// pipelined runs fn in a pgpipe.Tx on a connection of pool, as the orders
+// service runs its transactions; fn commits, and whatever it leaves open is
+// rolled back.
+func pipelined(ctx context.Context, pool *pgxpool.Pool, fn func(tx *pgpipe.Tx) error) (err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	tx := pgpipe.Begin(conn.Conn())
+	defer func() {
+		if rerr := tx.Rollback(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	return fn(tx)
 }
 
 // rawOutbox is the outbox writer and notifier of B1's pool, set as the

@@ -124,29 +124,44 @@ func (q *Queries) ClaimBatch(ctx context.Context, arg ClaimBatchParams) ([]Claim
 }
 
 const completeBatch = `-- name: CompleteBatch :many
-UPDATE /* TEMPLATE: table */outbox AS t
-SET dispatched_at = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN now() END,
-    lease_owner   = NULL,
-    leased_until  = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN NULL
-                         WHEN $2::boolean
-                         THEN now() + make_interval(secs => $3::float8)
-                         ELSE now() + make_interval(secs =>
-                             least($4::float8,
-                                   $5::float8 * power(2, least(t.attempts - 1, 30)))
-                             * (0.5 + random() / 2)) END,
-    attempts      = CASE WHEN $2::boolean THEN greatest(t.attempts - 1, 0) ELSE t.attempts END,
-    last_error    = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN t.last_error
-                         ELSE left(($6::text[])[array_position($1::bigint[], t.id)], 2000) END,
-    parked_at     = CASE WHEN array_position($1::bigint[], t.id) IS NOT NULL
-                          AND NOT $2::boolean
-                          AND (($7::boolean[])[array_position($1::bigint[], t.id)]
-                               OR ($8::integer > 0 AND t.attempts >= $8::integer))
-                         THEN now() END
-WHERE t.id = ANY($9::bigint[])
-  AND (t.lease_owner = $10::text OR NOT $11::boolean)
-  AND t.dispatched_at IS NULL
-RETURNING t.id, (t.dispatched_at IS NOT NULL)::boolean AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
-          EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds
+WITH recorded AS (
+    UPDATE /* TEMPLATE: table */outbox AS t
+    SET dispatched_at = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN now() END,
+        lease_owner   = NULL,
+        leased_until  = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN NULL
+                             WHEN $2::boolean
+                             THEN now() + make_interval(secs => $3::float8)
+                             ELSE now() + make_interval(secs =>
+                                 least($4::float8,
+                                       $5::float8 * power(2, least(t.attempts - 1, 30)))
+                                 * (0.5 + random() / 2)) END,
+        attempts      = CASE WHEN $2::boolean THEN greatest(t.attempts - 1, 0) ELSE t.attempts END,
+        last_error    = CASE WHEN array_position($1::bigint[], t.id) IS NULL THEN t.last_error
+                             ELSE left(($6::text[])[array_position($1::bigint[], t.id)], 2000) END,
+        parked_at     = CASE WHEN array_position($1::bigint[], t.id) IS NOT NULL
+                              AND NOT $2::boolean
+                              AND (($7::boolean[])[array_position($1::bigint[], t.id)]
+                                   OR ($8::integer > 0 AND t.attempts >= $8::integer))
+                             THEN now() END
+    WHERE t.id = ANY($9::bigint[])
+      AND (NOT $10::boolean OR array_position($1::bigint[], t.id) IS NOT NULL)
+      AND (t.lease_owner = $11::text OR NOT $12::boolean)
+      AND t.dispatched_at IS NULL
+    RETURNING t.id, (t.dispatched_at IS NOT NULL)::boolean AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
+              EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds
+), deleted AS (
+    DELETE FROM /* TEMPLATE: table */outbox AS t
+    WHERE $10::boolean
+      AND t.id = ANY($9::bigint[])
+      AND array_position($1::bigint[], t.id) IS NULL
+      AND (t.lease_owner = $11::text OR NOT $12::boolean)
+      AND t.dispatched_at IS NULL
+    RETURNING t.id, true AS dispatched, false AS parked,
+              EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds
+)
+SELECT r.id, r.dispatched::boolean AS dispatched, r.parked::boolean AS parked, r.latency_seconds::float8 AS latency_seconds FROM recorded r
+UNION ALL
+SELECT d.id, d.dispatched::boolean, d.parked::boolean, d.latency_seconds::float8 FROM deleted d
 `
 
 type CompleteBatchParams struct {
@@ -159,6 +174,7 @@ type CompleteBatchParams struct {
 	FailedPermanent      []bool
 	MaxAttempts          int32
 	Ids                  []int64
+	DeleteDispatched     bool
 	Owner                string
 	Fenced               bool
 }
@@ -184,6 +200,15 @@ type CompleteBatchRow struct {
 // by position keeps the plan an index scan on ids; failures are few.)
 // fenced is false only to show what the owner check prevents (a stalled
 // relay recording rows another relay now holds): RelayConfig.Unsafe.UnfencedComplete.
+// delete_dispatched (RelayConfig.DeleteDispatched) deletes the acknowledged
+// rows instead of marking them, so that each event costs the table one
+// write after its insert (the claim's lease) instead of two: a DELETE
+// writes no new row version and no index entries, where the mark's UPDATE
+// writes both (dispatched_at decides the partial indexes, so it is never a
+// HOT update). The failed rows are recorded the same either way, and an
+// aggregate's next event is claimable once the previous one is gone, as
+// once it is dispatched. Each statement is planned with its arguments, so
+// the branch not taken costs nothing.
 func (q *Queries) CompleteBatch(ctx context.Context, arg CompleteBatchParams) ([]CompleteBatchRow, error) {
 	rows, err := q.db.Query(ctx, completeBatch,
 		arg.FailedIds,
@@ -195,6 +220,7 @@ func (q *Queries) CompleteBatch(ctx context.Context, arg CompleteBatchParams) ([
 		arg.FailedPermanent,
 		arg.MaxAttempts,
 		arg.Ids,
+		arg.DeleteDispatched,
 		arg.Owner,
 		arg.Fenced,
 	)
@@ -205,107 +231,6 @@ func (q *Queries) CompleteBatch(ctx context.Context, arg CompleteBatchParams) ([
 	var items []CompleteBatchRow
 	for rows.Next() {
 		var i CompleteBatchRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.Dispatched,
-			&i.Parked,
-			&i.LatencySeconds,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const completeBatchDeleting = `-- name: CompleteBatchDeleting :many
-WITH failed AS (
-    UPDATE /* TEMPLATE: table */outbox AS t
-    SET lease_owner  = NULL,
-        leased_until = CASE WHEN $1::boolean
-                            THEN now() + make_interval(secs => $2::float8)
-                            ELSE now() + make_interval(secs =>
-                                least($3::float8,
-                                      $4::float8 * power(2, least(t.attempts - 1, 30)))
-                                * (0.5 + random() / 2)) END,
-        attempts     = CASE WHEN $1::boolean THEN greatest(t.attempts - 1, 0) ELSE t.attempts END,
-        last_error   = left(($5::text[])[array_position($6::bigint[], t.id)], 2000),
-        parked_at    = CASE WHEN NOT $1::boolean
-                             AND (($7::boolean[])[array_position($6::bigint[], t.id)]
-                                  OR ($8::integer > 0 AND t.attempts >= $8::integer))
-                            THEN now() END
-    WHERE t.id = ANY($6::bigint[])
-      AND (t.lease_owner = $9::text OR NOT $10::boolean)
-      AND t.dispatched_at IS NULL
-    RETURNING t.id, false AS dispatched, (t.parked_at IS NOT NULL)::boolean AS parked,
-              EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds
-), deleted AS (
-    DELETE FROM /* TEMPLATE: table */outbox AS t
-    WHERE t.id = ANY($11::bigint[])
-      AND array_position($6::bigint[], t.id) IS NULL
-      AND (t.lease_owner = $9::text OR NOT $10::boolean)
-      AND t.dispatched_at IS NULL
-    RETURNING t.id, true AS dispatched, false AS parked,
-              EXTRACT(EPOCH FROM clock_timestamp() - t.created_at)::float8 AS latency_seconds
-)
-SELECT f.id, f.dispatched::boolean AS dispatched, f.parked::boolean AS parked, f.latency_seconds::float8 AS latency_seconds FROM failed f
-UNION ALL
-SELECT d.id, d.dispatched::boolean, d.parked::boolean, d.latency_seconds::float8 FROM deleted d
-`
-
-type CompleteBatchDeletingParams struct {
-	Outage               bool
-	OutageBackoffSeconds float64
-	MaxBackoffSeconds    float64
-	BackoffSeconds       float64
-	FailedErrors         []string
-	FailedIds            []int64
-	FailedPermanent      []bool
-	MaxAttempts          int32
-	Owner                string
-	Fenced               bool
-	Ids                  []int64
-}
-
-type CompleteBatchDeletingRow struct {
-	ID             int64
-	Dispatched     bool
-	Parked         bool
-	LatencySeconds float64
-}
-
-// CompleteBatch for RelayConfig.DeleteDispatched: the acknowledged rows
-// owner still holds are deleted instead of marked, so that each event costs
-// the table one write after its insert (the claim's lease) instead of two:
-// a DELETE writes no new row version and no index entries, where the mark's
-// UPDATE writes both (dispatched_at decides the partial indexes, so it is
-// never a HOT update). The failed rows are released or parked exactly as
-// CompleteBatch does; the result has its shape. An aggregate's next event
-// is claimable once the previous one is gone, as once it is dispatched.
-func (q *Queries) CompleteBatchDeleting(ctx context.Context, arg CompleteBatchDeletingParams) ([]CompleteBatchDeletingRow, error) {
-	rows, err := q.db.Query(ctx, completeBatchDeleting,
-		arg.Outage,
-		arg.OutageBackoffSeconds,
-		arg.MaxBackoffSeconds,
-		arg.BackoffSeconds,
-		arg.FailedErrors,
-		arg.FailedIds,
-		arg.FailedPermanent,
-		arg.MaxAttempts,
-		arg.Owner,
-		arg.Fenced,
-		arg.Ids,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []CompleteBatchDeletingRow
-	for rows.Next() {
-		var i CompleteBatchDeletingRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Dispatched,
