@@ -253,13 +253,15 @@ type settings struct {
 type relayConfig struct {
 	Config
 	settings
-	PollOnly         bool
-	RoundInterval    time.Duration
-	Unsafe           Unsafe
+	PollOnly      bool
+	RoundInterval time.Duration
+	Unsafe        Unsafe
+	// DeleteDispatched: published rows are deleted, not marked
+	// (RelayConfig.DeleteDispatched; the WAL relay's default, undone by
+	// WALConfig.KeepDispatched).
 	DeleteDispatched bool
 	Slot             string
 	Publication      string
-	KeepDispatched   bool
 }
 
 // Defaults.
@@ -368,7 +370,7 @@ func (c WALConfig) relay() relayConfig {
 	if c.Publication == "" {
 		c.Publication = names.Table + "_wal"
 	}
-	return relayConfig{Config: names, Slot: c.Slot, Publication: c.Publication, KeepDispatched: c.KeepDispatched, settings: settings{
+	return relayConfig{Config: names, Slot: c.Slot, Publication: c.Publication, DeleteDispatched: !c.KeepDispatched, settings: settings{
 		ID: c.ID, BatchSize: c.BatchSize, LeaseTTL: c.LeaseTTL, MaxPublishWait: c.MaxPublishWait,
 		PollInterval: c.PollInterval, RetryBackoff: c.RetryBackoff, RetryMaxBackoff: c.RetryMaxBackoff,
 		OutageMaxBackoff: c.OutageMaxBackoff, MaxAttempts: c.MaxAttempts, Retention: c.Retention,

@@ -309,7 +309,7 @@ func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 
 // record deletes the acknowledged events' rows, or marks them dispatched.
 func (r *WALRelay) record(ctx context.Context, ids []int64) (outboxdb.MarkDispatchedRow, error) {
-	if r.cfg.KeepDispatched {
+	if !r.cfg.DeleteDispatched {
 		return r.queries.MarkDispatched(ctx, ids)
 	}
 	d, err := r.queries.DeletePublished(ctx, ids)
