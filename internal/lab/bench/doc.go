@@ -12,8 +12,8 @@
 //	S4 end to end    commit → ledger applied at 25 % and 50 % of S1's best rate: p99
 //	                 ≤ 50 ms and ≤ 150 ms with LISTEN/NOTIFY, ≤ poll interval + 50 ms
 //	                 polling only
-//	S5 growth        S2 and S4 again over 5 000 000 rows of outbox and inbox history;
-//	                 history costs ≤ 10 %
+//	S5 growth        S2 and S4 again over 5 000 000 rows of outbox and inbox history,
+//	                 S4 alternated with runs on fresh databases; history costs ≤ 10 %
 //
 // The services run as child processes of the built binaries, configured by
 // environment as they are deployed; the relays run in this process (with the

@@ -44,7 +44,12 @@ type Growth struct {
 	History     int         `json:"history"` // rows in the outbox and in the inbox
 	SeedSeconds float64     `json:"seed_seconds"`
 	S2          DrainResult `json:"s2_relay_drain"`
-	S4          []E2EResult `json:"s4_end_to_end"`
+	// S4 are the runs on the history, every round's; Base the runs on fresh
+	// databases they alternated with, Rounds of each. (A report without
+	// Base compared its one run per mode with S4's.)
+	S4     []E2EResult `json:"s4_end_to_end"`
+	Base   []E2EResult `json:"s4_without_history,omitempty"`
+	Rounds int         `json:"rounds,omitempty"`
 }
 
 // Row is one line of the table: a figure, and against its baseline the

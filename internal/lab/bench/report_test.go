@@ -97,10 +97,10 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 		B3: ConsumeResult{PerSecond: 1000}, S3: ConsumeResult{PerSecond: 600},
 		S4: []E2EResult{
 			{Percent: 25, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 40}}, {Percent: 25, Mode: modePolling, Applied: Latency{P99: 1040}},
-			{Percent: 50, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 140}}, {Percent: 50, Mode: modePolling, Applied: Latency{P99: 1000}},
+			{Percent: 50, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 140}}, {Percent: 50, Mode: modePolling, Applied: Latency{P50: 100, P99: 1000}},
 		},
 		S5: Growth{History: 10, S2: DrainResult{Relays: 1, PerSecond: 5500},
-			S4: []E2EResult{{Percent: 50, Mode: modeNotify, Applied: Latency{P99: 150}}, {Percent: 50, Mode: modePolling, Applied: Latency{P99: 1100}}}},
+			S4: []E2EResult{{Percent: 50, Mode: modeNotify, Applied: Latency{P99: 150}}, {Percent: 50, Mode: modePolling, Applied: Latency{P50: 105, P99: 1100}}}},
 	}
 	bad := good
 	bad.S1 = []CaptureResult{{Concurrency: 8, PerSecond: 840}, {Concurrency: 32, PerSecond: 700}}
@@ -111,10 +111,10 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 	bad.S3 = ConsumeResult{PerSecond: 400}
 	bad.S4 = []E2EResult{
 		{Percent: 25, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 51}}, {Percent: 25, Mode: modePolling, Applied: Latency{P99: 1051}},
-		{Percent: 50, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 151}}, {Percent: 50, Mode: modePolling, Applied: Latency{P99: Millis(math.Inf(1))}},
+		{Percent: 50, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 151}}, {Percent: 50, Mode: modePolling, Applied: Latency{P50: 100, P99: Millis(math.Inf(1))}},
 	}
 	bad.S5.S2.PerSecond = 3500
-	bad.S5.S4 = []E2EResult{{Percent: 50, Mode: modeNotify, Applied: Latency{P99: 167}}, {Percent: 50, Mode: modePolling, Applied: Latency{P99: 1200}}}
+	bad.S5.S4 = []E2EResult{{Percent: 50, Mode: modeNotify, Applied: Latency{P99: 167}}, {Percent: 50, Mode: modePolling, Applied: Latency{P50: 120, P99: 1200}}}
 
 	verdicts := func(st Stages) (pass, miss int, table string) {
 		r := Report{Rows: rows(st, Full)}
@@ -140,6 +140,63 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 	}
 	if !strings.Contains(table, "never") {
 		t.Errorf("an infinite p99 is not shown as never:\n%s", table)
+	}
+}
+
+// S5 judges history by the median of its runs against the median of the
+// runs without history they alternated with, not by one run of each: by
+// p99 with LISTEN/NOTIFY, by p50 polling only.
+func TestGrowthRowsCompareMedians(t *testing.T) {
+	t.Parallel()
+	run := func(mode string, p50, p99 Millis) E2EResult {
+		return E2EResult{Percent: 50, Mode: mode, Payments: 100, Rate: 10, Applied: Latency{P50: p50, P99: p99, Max: p99 + 1}}
+	}
+	g := Growth{History: 10, Rounds: 3,
+		S4: []E2EResult{
+			run(modeNotify, 10, 100), run(modePolling, 40, 1300), run(modeNotify, 50, 500),
+			run(modePolling, 30, 90), run(modeNotify, 20, 160), run(modePolling, 60, 1200)},
+		Base: []E2EResult{
+			run(modeNotify, 10, 150), run(modePolling, 35, 80), run(modeNotify, 20, 900),
+			run(modePolling, 50, 1100), run(modeNotify, 30, 140), run(modePolling, 38, 100)},
+	}
+	// S4's own runs, the last run of each or the p99s of polling only would
+	// each give another verdict.
+	s4 := []E2EResult{run(modeNotify, 10, 90), run(modePolling, 20, 1000)}
+	type judged struct {
+		what, target, verdict string
+		ratio                 float64
+	}
+	judge := func(rows []Row) []judged {
+		var got []judged
+		for _, r := range rows {
+			j := judged{what: r.What, target: r.Target, verdict: r.Verdict}
+			if r.Ratio != nil {
+				j.ratio = math.Round(*r.Ratio*1000) / 1000
+			}
+			got = append(got, j)
+		}
+		return got
+	}
+	want := []judged{
+		{"S4 without history at 50 % of S1, LISTEN/NOTIFY, median of 3 (p99 140ms–900ms)", "", "", 0},
+		{"S4 with history at 50 % of S1, LISTEN/NOTIFY, median of 3 (p99 100ms–500ms)", "p99 ≤ 1.10", Pass, 1.067},
+		{"S4 without history at 50 % of S1, polling only, median of 3 (p50 35ms–50ms)", "", "", 0},
+		{"S4 with history at 50 % of S1, polling only, median of 3 (p50 30ms–60ms)", "p50 ≤ 1.10", Pass, 1.053},
+	}
+	if got := judge(growthRows(g, s4)); !reflect.DeepEqual(got, want) {
+		t.Errorf("rows\n got %+v\nwant %+v", got, want)
+	}
+	g.S4[4].Applied.P99 = 170 // median 170 against 150: history costs 13 %
+	g.S4[1].Applied.P50 = 45  // median 45 against 38
+	rows := growthRows(g, s4)
+	if rows[1].Verdict != Miss || rows[3].Verdict != Miss {
+		t.Errorf("170 ms against 150 ms, 45 ms against 38 ms: %+v", judge(rows))
+	}
+	// Without runs of its own, S5 compares with S4.
+	g.Base = nil
+	rows = growthRows(g, s4)
+	if len(rows) != 2 || rows[0].Baseline != "S4 LISTEN/NOTIFY p99" || *rows[0].Ratio != 170.0/90 || rows[1].Baseline != "S4 polling only p50" || *rows[1].Ratio != 45.0/20 {
+		t.Errorf("against S4: %+v", judge(rows))
 	}
 }
 
