@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,10 +37,14 @@ import (
 // sends each statement on its own (four). The contenders alternate within
 // each round; each figure is the median of the rounds.
 
-// WriteResult is one contender of C1 at one concurrency.
+// WriteResult is one contender of C1 at one concurrency: the median round,
+// and the slowest and fastest rounds' rates.
 type WriteResult struct {
 	Contender string `json:"contender"`
 	CaptureResult
+	Rounds       int     `json:"rounds,omitempty"`
+	MinPerSecond float64 `json:"min_per_second,omitempty"`
+	MaxPerSecond float64 `json:"max_per_second,omitempty"`
 }
 
 // The contenders of C1.
@@ -88,7 +94,10 @@ func (e *env) outboxWrites(ctx context.Context, s Sizes, watermill writePeer) ([
 			}
 		}
 		for _, name := range contenders {
-			out = append(out, WriteResult{Contender: name, CaptureResult: median(rounds[name], func(r CaptureResult) float64 { return r.PerSecond })})
+			rate := func(r CaptureResult) float64 { return r.PerSecond }
+			byRate := func(a, b CaptureResult) int { return cmp.Compare(a.PerSecond, b.PerSecond) }
+			out = append(out, WriteResult{Contender: name, CaptureResult: median(rounds[name], rate), Rounds: len(rounds[name]),
+				MinPerSecond: slices.MinFunc(rounds[name], byRate).PerSecond, MaxPerSecond: slices.MaxFunc(rounds[name], byRate).PerSecond})
 		}
 	}
 	return out, nil
@@ -102,9 +111,18 @@ func (e *env) outboxWrite(ctx context.Context, s Sizes, name string, c, round in
 	}
 	if err := withConn(ctx, dbURL, func(conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, fmt.Sprintf(writeSeedOrders, writeOrders))
+		if err == nil {
+			_, err = conn.Exec(ctx, "VACUUM (ANALYZE) orders")
+		}
 		return err
 	}); err != nil {
 		return CaptureResult{}, fmt.Errorf("seeding orders: %w", err)
+	}
+	// Every contender starts right after a checkpoint: none pays for the
+	// seed's pages, or for a checkpoint's full-page writes, that another
+	// does not (a checkpoint also restarts checkpoint_timeout's clock).
+	if err := withConn(ctx, e.cfg.AdminURL, func(c *pgx.Conn) error { _, err := c.Exec(ctx, "CHECKPOINT"); return err }); err != nil {
+		return CaptureResult{}, fmt.Errorf("checkpoint after the seed: %w", err)
 	}
 	listener, err := pgx.Connect(ctx, dbURL)
 	if err != nil {

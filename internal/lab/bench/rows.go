@@ -210,6 +210,9 @@ func writeRows(c1 []WriteResult) []Row {
 	for _, w := range c1 {
 		row := Row{Stage: "C1", What: fmt.Sprintf("UPDATE order + 1 event, %s, concurrency %d", w.Contender, w.Concurrency),
 			Figure: rate(w.PerSecond, "tx/s"), P50: ptr(w.Latency.P50), P99: ptr(w.Latency.P99), Max: ptr(w.Latency.Max)}
+		if w.Rounds > 1 {
+			row.Figure += fmt.Sprintf(" (%.0f–%.0f)", w.MinPerSecond, w.MaxPerSecond)
+		}
 		switch w.Contender {
 		case writeNotifyInTx, writeWatermill:
 			row.Baseline, row.Ratio = "insert-only", ratio(w.PerSecond, base[w.Concurrency])
@@ -251,7 +254,7 @@ func e2eRow(stage, what string, r E2EResult) Row {
 func notes(st Stages, s Sizes) []string {
 	n := []string{
 		fmt.Sprintf("B1/S1: closed loop, N workers back to back for %s after %s of warm-up (longer until %d have completed); B1's pgx pool and S1's DATABASE_MAX_CONNS both equal N; latency per transaction / request.", s.CaptureDuration, s.Warmup, s.MinOps),
-		fmt.Sprintf("C1: one UPDATE of an order and its one event per transaction, closed loop as B1, a fresh orders database (%d orders, each worker its own) per contender and round, a LISTEN connection open; paylab's contenders send the transaction as the orders service does (BEGIN with the UPDATE, the event with COMMIT: two round trips), Watermill's publisher one statement at a time (four); %d round(s), contenders alternated, median reported. insert-only = a plain INSERT of the row (the baseline); notify-in-tx = outbox.Enqueue's default, a NOTIFY in the transaction; notify-after-commit = Config.NotifyAfterCommit and a Notifier, as the orders service runs.", writeOrders, s.Rounds),
+		fmt.Sprintf("C1: one UPDATE of an order and its one event per transaction, closed loop as B1, a fresh orders database (%d orders, each worker its own, vacuumed, then a CHECKPOINT) per contender and round, a LISTEN connection open; paylab's contenders send the transaction as the orders service does (BEGIN with the UPDATE, the event with COMMIT: two round trips), Watermill's publisher one statement at a time (four); %d round(s), contenders alternated, median reported with the slowest and fastest round in brackets. insert-only = a plain INSERT of the row (the baseline); notify-in-tx = outbox.Enqueue's default, a NOTIFY in the transaction; notify-after-commit = Config.NotifyAfterCommit and a Notifier, as the orders service runs.", writeOrders, s.Rounds),
 		"B2: the relay's producer settings (idempotent, acks=all, one request in flight) and its messages (the S2 backlog, encoded by Event.ProducerMessage), fed continuously; first send to last ack.",
 		"S2: relays in this process with the default outbox.Config, one pool and producer each; start to the last event recorded dispatched.",
 		"statements: counted by a pgx tracer on the relays' connections (pg_stat_statements is not needed); per batch = all but the gauges, retention, LISTEN and claims that leased nothing, divided by the claims that leased events.",
