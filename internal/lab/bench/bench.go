@@ -232,7 +232,7 @@ func (e *env) growth(ctx context.Context, st *Stages, s Sizes, best float64) err
 	}
 	// Gigabytes were just written: flush them now, or the checkpoint that
 	// follows would write them back during the measurements.
-	if err := withConn(ctx, e.cfg.AdminURL, func(c *pgx.Conn) error { _, err := c.Exec(ctx, "CHECKPOINT"); return err }); err != nil {
+	if err := e.checkpoint(ctx); err != nil {
 		return fmt.Errorf("checkpoint after the seed: %w", err)
 	}
 	g.SeedSeconds = time.Since(t).Seconds()
@@ -274,6 +274,14 @@ func (e *env) growth(ctx context.Context, st *Stages, s Sizes, best float64) err
 		}
 	}
 	return nil
+}
+
+// checkpoint flushes what was just written: a stage's seed, so that the
+// measurement after it neither competes with the checkpointer writing it
+// back nor meets a checkpoint another contender did not (a checkpoint also
+// restarts checkpoint_timeout's clock).
+func (e *env) checkpoint(ctx context.Context) error {
+	return withConn(ctx, e.cfg.AdminURL, func(c *pgx.Conn) error { _, err := c.Exec(ctx, "CHECKPOINT"); return err })
 }
 
 func withConn(ctx context.Context, url string, fn func(*pgx.Conn) error) error {

@@ -121,7 +121,7 @@ func (e *env) outboxWrite(ctx context.Context, s Sizes, name string, c, round in
 	// Every contender starts right after a checkpoint: none pays for the
 	// seed's pages, or for a checkpoint's full-page writes, that another
 	// does not (a checkpoint also restarts checkpoint_timeout's clock).
-	if err := withConn(ctx, e.cfg.AdminURL, func(c *pgx.Conn) error { _, err := c.Exec(ctx, "CHECKPOINT"); return err }); err != nil {
+	if err := e.checkpoint(ctx); err != nil {
 		return CaptureResult{}, fmt.Errorf("checkpoint after the seed: %w", err)
 	}
 	listener, err := pgx.Connect(ctx, dbURL)

@@ -224,6 +224,9 @@ func (e *env) debeziumDrain(ctx context.Context, jar string, n, txs int) (res Dr
 	if err := withConn(ctx, dbURL, func(c *pgx.Conn) error { return seedDebeziumOutbox(ctx, c, n, txs) }); err != nil {
 		return res, err
 	}
+	if err := e.checkpoint(ctx); err != nil {
+		return res, err
+	}
 
 	var drained struct {
 		Events        int     `json:"events"`

@@ -44,6 +44,9 @@ func (e *env) relayBinaryDrain(ctx context.Context, mode string, n, txs int, set
 	if err := withConn(ctx, dbURL, func(c *pgx.Conn) error { return seedOutboxTx(ctx, c, topic, n, txs, false) }); err != nil {
 		return res, err
 	}
+	if err := e.checkpoint(ctx); err != nil {
+		return res, err
+	}
 	client, err := sarama.NewClient(e.cfg.Brokers, broker.Config("paylab-bench-p1-offsets"))
 	if err != nil {
 		return res, err

@@ -136,6 +136,9 @@ func (e *env) watermillDrain(ctx context.Context, bin string, n, perTx int, payl
 	if seeded.Events != n {
 		return res, fmt.Errorf("watermill: seeded %d messages of %d", seeded.Events, n)
 	}
+	if err := e.checkpoint(ctx); err != nil {
+		return res, err
+	}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return res, err
