@@ -38,6 +38,8 @@ type Config struct {
 	// admin listener, guarded by the bearer token ChaosToken.
 	ChaosEnabled bool   `env:"CHAOS_ENABLED" envDefault:"false"`
 	ChaosToken   string `env:"CHAOS_TOKEN" redact:"value"`
+	// Profiling serves Go's profiles on the admin listener (/debug/pprof/).
+	Profiling bool `env:"ADMIN_PPROF" envDefault:"false"`
 }
 
 // Defaults is the configuration of the consumer named service before the

@@ -41,6 +41,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 func TestLoadKeepsServiceDefaults(t *testing.T) {
 	t.Setenv("DATABASE_URL", "")
 	t.Setenv("CONSUMER_GROUP", "custom")
+	t.Setenv("ADMIN_PPROF", "true")
 	type svc struct {
 		Config
 		Extra string `env:"PAYLAB_TEST_EXTRA" envDefault:"x"`
@@ -49,8 +50,8 @@ func TestLoadKeepsServiceDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.ConsumerGroup != "custom" {
-		t.Errorf("CONSUMER_GROUP = %q, want the variable's value", cfg.ConsumerGroup)
+	if cfg.ConsumerGroup != "custom" || !cfg.Profiling {
+		t.Errorf("CONSUMER_GROUP = %q, ADMIN_PPROF %v: want the variables' values", cfg.ConsumerGroup, cfg.Profiling)
 	}
 	if cfg.AdminAddr != "127.0.0.1:9082" || !strings.Contains(cfg.DatabaseURL, "/ledger?") {
 		t.Errorf("service defaults lost: admin %q, database %q", cfg.AdminAddr, cfg.DatabaseURL)

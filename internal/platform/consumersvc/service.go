@@ -145,6 +145,7 @@ func (s *Service) Run(ctx context.Context, adminLn net.Listener, extra ...Server
 		checks[name] = c
 	}
 	adminRoutes := admin.Handler(s.Registry, checks)
+	admin.MountProfiling(adminRoutes, s.Config.Profiling)
 	if err := chaos.Mount(adminRoutes, chaos.Default, s.Config.ChaosEnabled, s.Config.ChaosToken); err != nil {
 		return err
 	}
