@@ -96,7 +96,8 @@ type RelayConfig struct {
 	// during the interval: fewer, fuller rounds, each of which costs two
 	// statements, a produce request and the consumers' fetches, for at most
 	// RoundInterval more latency; an event after a quiet spell is claimed at
-	// once. Default 10ms; negative: a round as soon as the last one ended.
+	// once. Default 20ms (the trade-off measured: docs/performance.md);
+	// negative: a round as soon as the last one ended.
 	RoundInterval time.Duration
 	// PollOnly turns LISTEN/NOTIFY off: the relay finds work by its poll
 	// interval alone. For where LISTEN is unavailable, or to measure
@@ -278,7 +279,7 @@ const (
 	DefaultRetentionInterval = time.Minute
 	DefaultRetentionBatch    = 1000
 	DefaultStatsInterval     = 5 * time.Second
-	DefaultRoundInterval     = 10 * time.Millisecond
+	DefaultRoundInterval     = 20 * time.Millisecond
 	DefaultNotifyInterval    = 5 * time.Millisecond
 )
 

@@ -134,7 +134,7 @@
 // Config.NotifyInterval (5ms). A missed Notify costs latency, never
 // an event. RelayConfig.PollOnly turns LISTEN off, where it is unavailable
 // (a pooler in transaction mode). Under a steady stream of commits the
-// relay starts a claim no sooner than RelayConfig.RoundInterval (10ms) after
+// relay starts a claim no sooner than RelayConfig.RoundInterval (20ms) after
 // the previous one, so each round carries what committed meanwhile: a round
 // costs two statements, a produce request and the consumers' fetches, and
 // one per event or two would cost more CPU than the events themselves.

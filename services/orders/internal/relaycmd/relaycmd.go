@@ -33,7 +33,7 @@
 //	RELAY_BATCH_SIZE          BatchSize: events per claim (500), or per published batch in wal mode (5000)
 //	RELAY_LEASE_TTL           LeaseTTL: lease of a claimed batch or of the WAL reader; takeover time after a crash (30s)
 //	RELAY_POLL_INTERVAL       PollInterval: polling fallback to LISTEN/NOTIFY (1s)
-//	RELAY_ROUND_INTERVAL      RoundInterval: poll: shortest time between two claims unless a batch was full; negative = none (10ms)
+//	RELAY_ROUND_INTERVAL      RoundInterval: poll: shortest time between two claims unless a batch was full; negative = none (20ms)
 //	RELAY_RETRY_BACKOFF       RetryBackoff: first retry delay after a broker error, doubling (1s)
 //	RELAY_RETRY_MAX_BACKOFF   RetryMaxBackoff: retry delay cap (1m)
 //	RELAY_OUTAGE_MAX_BACKOFF  OutageMaxBackoff: pause cap while the broker is down, i.e. a whole batch failed (5s)
