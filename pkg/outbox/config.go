@@ -72,7 +72,13 @@ type RelayConfig struct {
 	// running at the same time, and Run refuses one that a running relay
 	// holds (ErrRelayIDInUse). Default: hostname-pid.
 	ID string
-	// BatchSize is how many events one claim leases. Default 500.
+	// BatchSize is how many events one claim leases. A round costs the same
+	// few statements, a produce round trip and a mark whatever it carries,
+	// so a backlog drains faster in larger batches (on two cores, 1 000 000
+	// events: 31 000 events/s in batches of 500, 41 000 in 2000, 45 000 in
+	// 5000); a relay that dies leaves up to a batch waiting for its lease
+	// to expire, and published a second time. Under a steady stream the
+	// batches are as small as RoundInterval makes them. Default 2000.
 	BatchSize int
 	// LeaseTTL is how long a claimed batch belongs to this relay. If the
 	// relay dies, its events are published by another relay after the lease
@@ -268,7 +274,7 @@ type relayConfig struct {
 // Defaults.
 const (
 	DefaultTable             = "outbox"
-	DefaultBatchSize         = 500
+	DefaultBatchSize         = 2000
 	DefaultLeaseTTL          = 30 * time.Second
 	DefaultPollInterval      = time.Second
 	DefaultRetryBackoff      = time.Second

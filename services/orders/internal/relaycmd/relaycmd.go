@@ -30,7 +30,7 @@
 //	RELAY_PUBLICATION         wal: Publication, of the outbox's inserts (outbox_wal)
 //	RELAY_STANDBY_GUARD       wal: StandbyGuard, publish a transaction only once the synchronous standbys have it: auto (while there are any), on, off (auto)
 //	RELAY_ID                  ID, the lease owner name, unique per running relay, enforced (hostname-pid)
-//	RELAY_BATCH_SIZE          BatchSize: events per claim (500), or per published batch in wal mode (5000)
+//	RELAY_BATCH_SIZE          BatchSize: events per claim (2000), or per published batch in wal mode (5000)
 //	RELAY_LEASE_TTL           LeaseTTL: lease of a claimed batch or of the WAL reader; takeover time after a crash (30s)
 //	RELAY_POLL_INTERVAL       PollInterval: polling fallback to LISTEN/NOTIFY (1s)
 //	RELAY_ROUND_INTERVAL      RoundInterval: poll: shortest time between two claims unless a batch was full; negative = none (20ms)

@@ -55,7 +55,7 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatalf("defaults = %+v", cfg)
 	}
 	// The relay's settings map onto the library's config, unset ones left
-	// to its defaults (one source: RELAY_BATCH_SIZE unset is 500 when
+	// to its defaults (one source: RELAY_BATCH_SIZE unset is 2000 when
 	// polling and 5000 when streaming).
 	cfg, err = relaycmd.LoadConfig(map[string]string{"RELAY_MODE": "wal", "RELAY_MAX_ATTEMPTS": "-1",
 		"OUTBOX_RETENTION": "-1s", "RELAY_LEASE_TTL": "12s", "RELAY_SLOT": "s1", "RELAY_LEASE_FENCING": "false", "RELAY_STANDBY_GUARD": "on",
