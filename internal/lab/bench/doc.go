@@ -19,6 +19,8 @@
 // environment as they are deployed; the relays run in this process (with the
 // relay's producer settings and default configuration) so a pgx tracer can
 // count their statements (polling-only mode sets outbox.RelayConfig.PollOnly). A run creates a role, databases and topics named after itself
-// and removes them at the end. Targets are reported as pass or miss; a miss
+// and removes them at the end; C1, S4, S5 and P1 start after the earlier
+// stages' databases are dropped, so that autovacuum does not clean those on
+// the cores they measure. Targets are reported as pass or miss; a miss
 // never fails the run, a stage that cannot measure does.
 package bench

@@ -143,6 +143,30 @@ func (e *env) close() error {
 	return errors.Join(errs...)
 }
 
+// dropDatabases drops the databases the run has made so far, unless it
+// keeps them.
+func (e *env) dropDatabases(ctx context.Context) error {
+	e.mu.Lock()
+	dbs := e.dbs
+	if !e.cfg.Keep {
+		e.dbs = nil
+	}
+	e.mu.Unlock()
+	if e.cfg.Keep || len(dbs) == 0 {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, e.cfg.AdminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var errs []error
+	for _, db := range dbs {
+		errs = append(errs, migrate.Drop(ctx, conn, db))
+	}
+	return errors.Join(errs...)
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
