@@ -264,22 +264,16 @@ func (e *env) growth(ctx context.Context, st *Stages, s Sizes, best float64) err
 	defer fresh.stop()
 	pct := e2ePercents[len(e2ePercents)-1]
 	g.Rounds = s.Rounds
+	runs := []struct {
+		p   *pipeline
+		out *[]E2EResult
+	}{{history, &g.S4}, {fresh, &g.Base}}
 	for round := range s.Rounds {
-		with, without := func() (err error) {
-			g.S4, err = e.endToEndModes(ctx, history, best, pct, s, g.S4)
-			return err
-		}, func() (err error) {
-			g.Base, err = e.endToEndModes(ctx, fresh, best, pct, s, g.Base)
-			return err
-		}
-		if round%2 == 1 {
-			with, without = without, with
-		}
-		if err := with(); err != nil {
-			return err
-		}
-		if err := without(); err != nil {
-			return err
+		for i := range runs {
+			r := runs[(i+round)%len(runs)] // alternate who goes first
+			if *r.out, err = e.endToEndModes(ctx, r.p, best, pct, s, *r.out); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

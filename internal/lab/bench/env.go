@@ -129,15 +129,11 @@ func (e *env) close() error {
 			errs = append(errs, fmt.Errorf("deleting topic %s: %w", t, err))
 		}
 	}
-	conn, err := pgx.Connect(ctx, e.cfg.AdminURL)
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	for _, db := range e.dbs {
-		errs = append(errs, migrate.Drop(ctx, conn, db))
-	}
-	if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{e.role}.Sanitize()); err != nil {
+	errs = append(errs, e.dropDatabases(ctx))
+	if err := withConn(ctx, e.cfg.AdminURL, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{e.role}.Sanitize())
+		return err
+	}); err != nil {
 		errs = append(errs, fmt.Errorf("dropping role %s: %w", e.role, err))
 	}
 	return errors.Join(errs...)
@@ -146,25 +142,23 @@ func (e *env) close() error {
 // dropDatabases drops the databases the run has made so far, unless it
 // keeps them.
 func (e *env) dropDatabases(ctx context.Context) error {
-	e.mu.Lock()
-	dbs := e.dbs
-	if !e.cfg.Keep {
-		e.dbs = nil
-	}
-	e.mu.Unlock()
-	if e.cfg.Keep || len(dbs) == 0 {
+	if e.cfg.Keep {
 		return nil
 	}
-	conn, err := pgx.Connect(ctx, e.cfg.AdminURL)
-	if err != nil {
-		return err
+	e.mu.Lock()
+	dbs := e.dbs
+	e.dbs = nil
+	e.mu.Unlock()
+	if len(dbs) == 0 {
+		return nil
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var errs []error
-	for _, db := range dbs {
-		errs = append(errs, migrate.Drop(ctx, conn, db))
-	}
-	return errors.Join(errs...)
+	return withConn(ctx, e.cfg.AdminURL, func(c *pgx.Conn) error {
+		var errs []error
+		for _, db := range dbs {
+			errs = append(errs, migrate.Drop(ctx, c, db))
+		}
+		return errors.Join(errs...)
+	})
 }
 
 func randomHex(n int) string {

@@ -1,11 +1,9 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -94,10 +92,9 @@ func (e *env) outboxWrites(ctx context.Context, s Sizes, watermill writePeer) ([
 			}
 		}
 		for _, name := range contenders {
-			rate := func(r CaptureResult) float64 { return r.PerSecond }
-			byRate := func(a, b CaptureResult) int { return cmp.Compare(a.PerSecond, b.PerSecond) }
-			out = append(out, WriteResult{Contender: name, CaptureResult: median(rounds[name], rate), Rounds: len(rounds[name]),
-				MinPerSecond: slices.MinFunc(rounds[name], byRate).PerSecond, MaxPerSecond: slices.MaxFunc(rounds[name], byRate).PerSecond})
+			w := WriteResult{Contender: name, Rounds: len(rounds[name])}
+			w.CaptureResult, w.MinPerSecond, w.MaxPerSecond = medianSpread(rounds[name], func(r CaptureResult) float64 { return r.PerSecond })
+			out = append(out, w)
 		}
 	}
 	return out, nil

@@ -102,9 +102,8 @@ func (e *env) peerDrains(ctx context.Context, t peerTools, s Sizes) ([]PeerDrain
 			}
 		}
 		for _, name := range contenders {
-			rate := func(r DrainResult) float64 { return r.PerSecond }
-			d := PeerDrain{Contender: name, Rounds: rounds, DrainResult: median(results[name], rate)}
-			d.MinPerSecond, d.MaxPerSecond = rate(slices.MinFunc(results[name], byRate)), rate(slices.MaxFunc(results[name], byRate))
+			d := PeerDrain{Contender: name, Rounds: rounds}
+			d.DrainResult, d.MinPerSecond, d.MaxPerSecond = medianSpread(results[name], func(r DrainResult) float64 { return r.PerSecond })
 			out = append(out, d)
 		}
 	}
@@ -128,11 +127,16 @@ func (e *env) peerDrain(ctx context.Context, t peerTools, name string, n, txs in
 	return DrainResult{}, fmt.Errorf("unknown contender %q", name)
 }
 
-func byRate(a, b DrainResult) int { return cmp.Compare(a.PerSecond, b.PerSecond) }
-
 // median is the round with the median throughput (rate).
 func median[T any](rounds []T, rate func(T) float64) T {
+	m, _, _ := medianSpread(rounds, rate)
+	return m
+}
+
+// medianSpread is the round with the median rate, and the lowest and
+// highest rates of the rounds.
+func medianSpread[T any](rounds []T, rate func(T) float64) (m T, lo, hi float64) {
 	rounds = slices.Clone(rounds)
 	slices.SortFunc(rounds, func(a, b T) int { return cmp.Compare(rate(a), rate(b)) })
-	return rounds[len(rounds)/2]
+	return rounds[len(rounds)/2], rate(rounds[0]), rate(rounds[len(rounds)-1])
 }
