@@ -61,8 +61,10 @@ func killRelayHoldingLeases(ctx context.Context, d *Deployment, _ Sizes) (string
 // stuckLease waits until the delay fault armed at relay.after_lease on
 // victim has fired — victim then sits on a leased batch — and returns the
 // lease owner victim writes and how many rows it holds. Victim's lease is the
-// one that does not move: another relay publishes its batch and releases
-// its lease within moments.
+// one that does not move: every other relay publishes its batch and
+// releases or renews its lease, however long that takes on a loaded
+// machine, so the leases seen when the fault fired are watched until one
+// alone is left unchanged.
 func stuckLease(ctx context.Context, conn *pgx.Conn, victim *Process) (owner string, rows int, err error) {
 	if err := victim.waitFired(ctx, "relay.after_lease"); err != nil {
 		return "", 0, err
@@ -87,22 +89,26 @@ func stuckLease(ctx context.Context, conn *pgx.Conn, victim *Process) (owner str
 	if err != nil {
 		return "", 0, err
 	}
-	pause(ctx, 300*time.Millisecond)
-	if ctx.Err() != nil {
-		return "", 0, ctx.Err()
-	}
-	second, err := leases()
-	if err != nil {
-		return "", 0, err
-	}
-	var oldest *lease
-	for l, n := range second {
-		if first[l] > 0 && (oldest == nil || l.until.Before(oldest.until)) {
-			oldest, rows = &l, n
+	for {
+		pause(ctx, 100*time.Millisecond)
+		if ctx.Err() != nil {
+			return "", 0, ctx.Err()
+		}
+		now, err := leases()
+		if err != nil {
+			return "", 0, err
+		}
+		var still []lease
+		for l := range first {
+			if now[l] > 0 {
+				still = append(still, l)
+			}
+		}
+		switch len(still) {
+		case 0:
+			return "", 0, fmt.Errorf("%s: no lease held still after its fault fired", victim.Name)
+		case 1:
+			return still[0].owner, now[still[0]], nil
 		}
 	}
-	if oldest == nil {
-		return "", 0, fmt.Errorf("%s: no lease held still after its fault fired", victim.Name)
-	}
-	return oldest.owner, rows, nil
 }
