@@ -21,6 +21,7 @@ import (
 type relayCore struct {
 	pool    *pgxpool.Pool
 	queries *outboxdb.Queries
+	sql     *sync.Map // the queries rendered for the table
 	pub     Publisher
 	cfg     relayConfig
 	log     *slog.Logger
@@ -38,9 +39,11 @@ func newCore(pool *pgxpool.Pool, pub Publisher, cfg relayConfig, log func(relayC
 	if err != nil {
 		return nil, fmt.Errorf("outbox: registering relay metrics: %w", err)
 	}
+	sql := new(sync.Map)
 	return &relayCore{
 		pool:    pool,
-		queries: outboxdb.New(withCustomPlans(withTable(pool, cfg.Table, new(sync.Map)))),
+		queries: outboxdb.New(withCustomPlans(withTable(pool, cfg.Table, sql))),
+		sql:     sql,
 		pub:     pub,
 		cfg:     cfg,
 		log:     log(cfg),

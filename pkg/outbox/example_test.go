@@ -103,4 +103,5 @@ func ExampleMigrations() {
 	// 00005_outbox_wal_reader.sql
 	// 00006_outbox_wal_generation.sql
 	// 00007_outbox_lean_pending.sql
+	// 00008_outbox_parked.sql
 }

@@ -33,8 +33,11 @@ const (
 )
 
 // background statements are not part of publishing a batch: the gauges'
-// refresh, retention, and the LISTEN of the notification connection.
-var background = map[string]bool{"PendingStats": true, "DeleteDispatched": true, "LISTEN": true}
+// refresh (its settings, query and transaction), retention, and the LISTEN
+// of the notification connection. No statement of a batch runs in an
+// explicit transaction.
+var background = map[string]bool{"PendingStats": true, "StatsSettings": true, "BEGIN": true, "ROLLBACK": true,
+	"DeleteDispatched": true, "LISTEN": true}
 
 type sqlKey struct{}
 

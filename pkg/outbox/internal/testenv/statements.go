@@ -12,8 +12,9 @@ import (
 )
 
 // Statements counts the statements run on a pool's connections, by their
-// sqlc query name ("-- name: ClaimBatch :many" counts as ClaimBatch; any
-// other statement as "other").
+// sqlc query name ("-- name: ClaimBatch :many" counts as ClaimBatch; a
+// transaction's begin, commit or rollback as "transaction"; any other
+// statement as "other").
 type Statements struct {
 	mu     sync.Mutex
 	byName map[string]int
@@ -42,6 +43,10 @@ func (s *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 	name := "other"
 	if _, rest, ok := strings.Cut(d.SQL, "-- name: "); ok {
 		name, _, _ = strings.Cut(rest, " ")
+	}
+	switch strings.ToLower(strings.TrimSpace(d.SQL)) {
+	case "begin", "commit", "rollback":
+		name = "transaction"
 	}
 	s.mu.Lock()
 	s.byName[name]++
