@@ -82,9 +82,11 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}})
 	}
 	steps = append(steps, []step{
-		// S1 is reported against B1.
-		{"B1 raw capture", []string{"B1", "S1"}, func() (err error) { st.B1, err = rawCaptures(ctx, e, s); return err }},
-		{"S1 HTTP capture", []string{"S1"}, func() (err error) { st.S1, err = httpCaptures(ctx, e, s); return err }},
+		// S1 is reported against B1 and B1's HTTP floor, alternated.
+		{"B1 and S1 capture", []string{"B1", "S1"}, func() (err error) {
+			st.B1, st.B1HTTP, st.S1, err = e.captures(ctx, s)
+			return err
+		}},
 		{"C1 outbox write", []string{"C1"}, func() (err error) { st.C1, err = e.outboxWrites(ctx, s, watermill); return err }},
 		{"S2 backlogs", []string{"B2", "S2", "B3", "S3"}, func() (err error) {
 			if one, err = e.newBacklog(ctx, "s2r1", "", s.Backlog); err != nil {

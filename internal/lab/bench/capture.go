@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,14 +20,18 @@ import (
 	"github.com/paylab/paylab/internal/platform/dbpool"
 )
 
-// CaptureResult is one concurrency level of B1 or S1.
+// CaptureResult is one concurrency level of B1, its HTTP floor or S1: with
+// rounds, the median round, and the slowest and fastest rounds' rates.
 type CaptureResult struct {
-	Concurrency int     `json:"concurrency"`
-	Completed   int     `json:"completed"`
-	Errors      int     `json:"errors"`
-	FirstError  string  `json:"first_error,omitempty"`
-	PerSecond   float64 `json:"per_second"`
-	Latency     Latency `json:"latency"`
+	Concurrency  int     `json:"concurrency"`
+	Completed    int     `json:"completed"`
+	Errors       int     `json:"errors"`
+	FirstError   string  `json:"first_error,omitempty"`
+	PerSecond    float64 `json:"per_second"`
+	Latency      Latency `json:"latency"`
+	Rounds       int     `json:"rounds,omitempty"`
+	MinPerSecond float64 `json:"min_per_second,omitempty"`
+	MaxPerSecond float64 `json:"max_per_second,omitempty"`
 }
 
 func captureResult(c int, l loop) (CaptureResult, error) {
@@ -37,82 +43,172 @@ func captureResult(c int, l loop) (CaptureResult, error) {
 	return r, nil
 }
 
-// rawCaptures is B1: the SQL of POST /v1/payments (rawCapture, the raw
-// baseline in rawcapture.go: the same statements, one transaction) from a
-// plain pgx pool with as many connections as workers, closed loop, at each
-// concurrency.
-func rawCaptures(ctx context.Context, e *env, s Sizes) ([]CaptureResult, error) {
-	var out []CaptureResult
+// The contenders of the capture stages.
+const (
+	captureRaw   = "B1"      // the SQL from a pgx pool
+	captureFloor = "B1 HTTP" // the same SQL behind a bare net/http handler
+	captureAPI   = "S1"      // POST /v1/payments through the orders binary
+)
+
+// captures runs B1, its HTTP floor and S1 at each concurrency, s.Rounds
+// times, the contenders alternated within each round (who goes first
+// rotates), each on a fresh database right after a CHECKPOINT; each figure
+// is the median round. One slow round of one contender cannot make the
+// ratio, and each contender meets the machine in the same states.
+func (e *env) captures(ctx context.Context, s Sizes) (raw, floor, api []CaptureResult, err error) {
+	contenders := []string{captureRaw, captureFloor, captureAPI}
+	out := map[string]*[]CaptureResult{captureRaw: &raw, captureFloor: &floor, captureAPI: &api}
 	for _, c := range s.Concurrency {
-		dbURL, err := e.database(ctx, fmt.Sprintf("b1c%d", c), "orders")
-		if err != nil {
-			return out, err
+		rounds := map[string][]CaptureResult{}
+		for round := range s.Rounds {
+			for i := range contenders {
+				name := contenders[(i+round)%len(contenders)]
+				r, err := e.capture(ctx, s, name, c, round)
+				if err != nil {
+					return raw, floor, api, fmt.Errorf("%s, concurrency %d: %w", name, c, err)
+				}
+				rounds[name] = append(rounds[name], r)
+			}
 		}
-		cfg, err := pgxpool.ParseConfig(dbURL)
-		if err != nil {
-			return out, err
-		}
-		cfg.MaxConns, cfg.MinConns = int32(c), int32(c)
-		dbpool.Configure(cfg) // as the orders API's pool
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			return out, err
-		}
-		ob, stopNotifier, err := newRawOutbox(ctx, pool)
-		if err != nil {
-			pool.Close()
-			return out, err
-		}
-		next := generators(c)
-		l := closedLoop(ctx, c, s.Warmup, s.CaptureDuration, s.MinOps, func(ctx context.Context, w, n int) error {
-			return rawCapture(ctx, pool, ob, "order-events", fmt.Sprintf("b1-%d-%d", w, n), next[w]())
-		})
-		stopNotifier()
-		pool.Close()
-		r, err := captureResult(c, l)
-		out = append(out, r)
-		if err != nil {
-			return out, fmt.Errorf("B1: %w", err)
+		for _, name := range contenders {
+			m, lo, hi := medianSpread(rounds[name], func(r CaptureResult) float64 { return r.PerSecond })
+			m.Rounds, m.MinPerSecond, m.MaxPerSecond = len(rounds[name]), lo, hi
+			*out[name] = append(*out[name], m)
 		}
 	}
-	return out, nil
+	return raw, floor, api, nil
 }
 
-// httpCaptures is S1: POST /v1/payments through the orders service (the
-// binary, a child process) with DATABASE_MAX_CONNS equal to the workers —
-// the pool B1 has — closed loop, at each concurrency.
-func httpCaptures(ctx context.Context, e *env, s Sizes) ([]CaptureResult, error) {
-	var out []CaptureResult
-	for _, c := range s.Concurrency {
-		stage := fmt.Sprintf("s1c%d", c)
-		dbURL, err := e.database(ctx, stage, "orders")
+// capture measures one contender once at concurrency c, closed loop, on a
+// fresh orders database: B1 from a plain pgx pool with c connections, its
+// HTTP floor and S1 from an HTTP client with c connections to a server
+// whose pool has c connections (S1: the orders binary's DATABASE_MAX_CONNS).
+func (e *env) capture(ctx context.Context, s Sizes, name string, c, round int) (CaptureResult, error) {
+	stage := fmt.Sprintf("cap%dr%d%s", c, round, strings.ToLower(strings.ReplaceAll(name, " ", "")))
+	dbURL, err := e.database(ctx, stage, "orders")
+	if err != nil {
+		return CaptureResult{}, err
+	}
+	var (
+		op   func(ctx context.Context, w, n int) error
+		stop func()
+	)
+	next := generators(c)
+	switch name {
+	case captureRaw, captureFloor:
+		pool, ob, close, err := rawPool(ctx, dbURL, c)
 		if err != nil {
-			return out, err
+			return CaptureResult{}, err
 		}
+		if name == captureRaw {
+			op = func(ctx context.Context, w, n int) error {
+				_, err := rawCapture(ctx, pool, ob, "order-events", fmt.Sprintf("b1-%d-%d", w, n), next[w]())
+				return err
+			}
+			stop = close
+			break
+		}
+		url, closeServer, err := floorServer(pool, ob)
+		if err != nil {
+			close()
+			return CaptureResult{}, err
+		}
+		client, keys := captureClient(c), floorKeys()
+		op = func(ctx context.Context, w, n int) error {
+			return postPayment(ctx, client, url, fmt.Sprintf("b1h-%d-%d", w, n), keys, next[w]())
+		}
+		stop = func() { client.CloseIdleConnections(); closeServer(); close() }
+	case captureAPI:
 		keys, err := issueKeys(ctx, dbURL)
 		if err != nil {
-			return out, err
+			return CaptureResult{}, err
 		}
 		api, err := e.orders(ctx, stage+"-orders", dbURL, "order-events", c)
 		if err != nil {
-			return out, err
+			return CaptureResult{}, err
 		}
-		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-			MaxIdleConns: c, MaxIdleConnsPerHost: c, MaxConnsPerHost: c, IdleConnTimeout: time.Minute,
-		}}
-		next := generators(c)
-		l := closedLoop(ctx, c, s.Warmup, s.CaptureDuration, s.MinOps, func(ctx context.Context, w, n int) error {
+		client := captureClient(c)
+		op = func(ctx context.Context, w, n int) error {
 			return postPayment(ctx, client, api.URL, fmt.Sprintf("s1-%d-%d", w, n), keys, next[w]())
-		})
-		client.CloseIdleConnections()
-		api.stop()
-		r, err := captureResult(c, l)
-		out = append(out, r)
-		if err != nil {
-			return out, fmt.Errorf("S1: %w", err)
 		}
+		stop = func() { client.CloseIdleConnections(); api.stop() }
+	default:
+		return CaptureResult{}, fmt.Errorf("unknown contender %q", name)
 	}
-	return out, nil
+	defer stop()
+	if err := e.checkpoint(ctx); err != nil {
+		return CaptureResult{}, fmt.Errorf("checkpoint before %s: %w", name, err)
+	}
+	return captureResult(c, closedLoop(ctx, c, s.Warmup, s.CaptureDuration, s.MinOps, op))
+}
+
+// rawPool is B1's pool of c connections on dbURL, configured as the orders
+// API's, with its outbox writer and notifier; close stops them.
+func rawPool(ctx context.Context, dbURL string, c int) (*pgxpool.Pool, rawOutbox, func(), error) {
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, rawOutbox{}, nil, err
+	}
+	cfg.MaxConns, cfg.MinConns = int32(c), int32(c)
+	dbpool.Configure(cfg) // as the orders API's pool
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, rawOutbox{}, nil, err
+	}
+	ob, stopNotifier, err := newRawOutbox(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, rawOutbox{}, nil, err
+	}
+	return pool, ob, func() { stopNotifier(); pool.Close() }, nil
+}
+
+// floorServer serves POST /v1/payments with B1's statements behind a bare
+// net/http handler, in this process: decode the body, run rawCapture, answer
+// 201 with the order as the API does. No router, authentication,
+// validation, hooks, spans or metrics: what it costs beyond B1 is what an
+// HTTP request and its answer cost on this machine, a floor under any HTTP
+// API's S1.
+func floorServer(pool *pgxpool.Pool, ob rawOutbox) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p loadgen.Payment
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		order, err := rawCapture(r.Context(), pool, ob, "order-events", r.Header.Get("Idempotency-Key"), p)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(order)
+	})}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close(); <-done }, nil
+}
+
+// floorKeys are keys for every merchant of the load generator, so that the
+// floor's payments carry their merchant as B1's do; the floor checks none.
+func floorKeys() loadgen.Keys {
+	keys := loadgen.Keys{ByMerchant: map[string]string{}}
+	for _, m := range loadgen.Merchants() {
+		keys.ByMerchant[m] = "unchecked"
+	}
+	return keys
+}
+
+// captureClient is an HTTP client with c connections to one host.
+func captureClient(c int) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: c, MaxIdleConnsPerHost: c, MaxConnsPerHost: c, IdleConnTimeout: time.Minute,
+	}}
 }
 
 // generators gives every worker its own deterministic stream of payments.

@@ -40,9 +40,6 @@ import (
 type WriteResult struct {
 	Contender string `json:"contender"`
 	CaptureResult
-	Rounds       int     `json:"rounds,omitempty"`
-	MinPerSecond float64 `json:"min_per_second,omitempty"`
-	MaxPerSecond float64 `json:"max_per_second,omitempty"`
 }
 
 // The contenders of C1.
@@ -92,8 +89,9 @@ func (e *env) outboxWrites(ctx context.Context, s Sizes, watermill writePeer) ([
 			}
 		}
 		for _, name := range contenders {
-			w := WriteResult{Contender: name, Rounds: len(rounds[name])}
+			w := WriteResult{Contender: name}
 			w.CaptureResult, w.MinPerSecond, w.MaxPerSecond = medianSpread(rounds[name], func(r CaptureResult) float64 { return r.PerSecond })
+			w.Rounds = len(rounds[name])
 			out = append(out, w)
 		}
 	}

@@ -56,19 +56,25 @@ var errRawKeyInFlight = errors.New("idempotency key in flight")
 // its OrderCaptured event for topic, in one transaction on pool: lock the
 // key, look it up, create the order captured, store the key and its
 // response, insert the outbox row, commit. A key already stored is a replay:
-// nothing is written, as in the API.
-func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, key string, p loadgen.Payment) error {
+// nothing is written, as in the API. It returns the order, as JSON (nil on
+// a replay).
+func rawCapture(ctx context.Context, pool *pgxpool.Pool, ob rawOutbox, topic, key string, p loadgen.Payment) ([]byte, error) {
 	body, err := json.Marshal(p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hash := sha256.Sum256(append([]byte(rawScope+"\x00"), body...))
-	return pipelined(ctx, pool, func(tx *pgpipe.Tx) error { return rawCaptureTx(ctx, tx, ob, topic, key, hash[:], p) })
+	var order []byte
+	err = pipelined(ctx, pool, func(tx *pgpipe.Tx) (err error) {
+		order, err = rawCaptureTx(ctx, tx, ob, topic, key, hash[:], p)
+		return err
+	})
+	return order, err
 }
 
 // rawCaptureTx is rawCapture's transaction; it commits unless the key was
 // stored or is in flight (then pipelined rolls it back).
-func rawCaptureTx(ctx context.Context, tx *pgpipe.Tx, ob rawOutbox, topic, key string, hash []byte, p loadgen.Payment) error {
+func rawCaptureTx(ctx context.Context, tx *pgpipe.Tx, ob rawOutbox, topic, key string, hash []byte, p loadgen.Payment) ([]byte, error) {
 	var (
 		locked bool
 		status int32
@@ -77,11 +83,11 @@ func rawCaptureTx(ctx context.Context, tx *pgpipe.Tx, ob rawOutbox, topic, key s
 	err := tx.QueryRow(ctx, rawGetKey, p.MerchantID, rawScope, key).Scan(&status)
 	switch {
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("locking and reading idempotency key: %w", err)
+		return nil, fmt.Errorf("locking and reading idempotency key: %w", err)
 	case !locked:
-		return errRawKeyInFlight
+		return nil, errRawKeyInFlight
 	case err == nil:
-		return nil
+		return nil, nil
 	}
 	id := uuid.Must(uuid.NewV7())
 	var (
@@ -91,20 +97,20 @@ func rawCaptureTx(ctx context.Context, tx *pgpipe.Tx, ob rawOutbox, topic, key s
 	)
 	if err := tx.QueryRow(ctx, rawPlaceCaptured, id, p.CustomerID, p.MerchantID, p.Amount, p.Currency).
 		Scan(&seq, &at, &payload, &response); err != nil {
-		return fmt.Errorf("placing order %s: %w", id, err)
+		return nil, fmt.Errorf("placing order %s: %w", id, err)
 	}
 	_, _ = tx.Exec(ctx, rawInsertKey, p.MerchantID, rawScope, key, hash, 201, response)
 	if err := ob.writer.Enqueue(ctx, tx, outbox.Event{
 		ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: id.String(), Type: "OrderCaptured",
 		SchemaVersion: 1, Sequence: seq, Topic: topic, Payload: payload, OccurredAt: at,
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("committing: %w", err)
+		return nil, fmt.Errorf("committing: %w", err)
 	}
 	ob.notifier.Notify()
-	return nil
+	return response, nil
 }
 
 // pipelined runs fn in a pgpipe.Tx on a connection of pool, as the orders

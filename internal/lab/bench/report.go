@@ -23,12 +23,15 @@ type Report struct {
 // Stages are the measurements, stage by stage.
 type Stages struct {
 	B1 []CaptureResult `json:"b1_raw_capture"`
-	S1 []CaptureResult `json:"s1_http_capture"`
-	C1 []WriteResult   `json:"c1_outbox_write"`
-	B2 ProduceResult   `json:"b2_raw_produce"`
-	S2 []DrainResult   `json:"s2_relay_drain"`
-	B3 ConsumeResult   `json:"b3_raw_consume"`
-	S3 ConsumeResult   `json:"s3_ledger_consume"`
+	// B1HTTP is B1's statements behind a bare net/http handler: what HTTP
+	// alone adds (the floor under S1).
+	B1HTTP []CaptureResult `json:"b1_http_floor,omitempty"`
+	S1     []CaptureResult `json:"s1_http_capture"`
+	C1     []WriteResult   `json:"c1_outbox_write"`
+	B2     ProduceResult   `json:"b2_raw_produce"`
+	S2     []DrainResult   `json:"s2_relay_drain"`
+	B3     ConsumeResult   `json:"b3_raw_consume"`
+	S3     ConsumeResult   `json:"s3_ledger_consume"`
 	// S3Variants are S3 with the inbox off, one event per transaction, and
 	// duplicates on the topic.
 	S3Variants []S3Variant `json:"s3_variants,omitempty"`

@@ -40,17 +40,28 @@ func rows(st Stages, s Sizes) []Row {
 	var out []Row
 	for i, b := range st.B1 {
 		out = append(out, Row{Stage: "B1", What: fmt.Sprintf("raw capture SQL (pgx pool), concurrency %d", b.Concurrency),
-			Figure: rate(b.PerSecond, "tx/s"), P50: ptr(b.Latency.P50), P99: ptr(b.Latency.P99), Max: ptr(b.Latency.Max)})
+			Figure: rate(b.PerSecond, "tx/s") + roundSpread(b), P50: ptr(b.Latency.P50), P99: ptr(b.Latency.P99), Max: ptr(b.Latency.Max)})
+		var floor *CaptureResult
+		if i < len(st.B1HTTP) {
+			floor = &st.B1HTTP[i]
+			out = append(out, Row{Stage: "B1", What: fmt.Sprintf("the same SQL behind a bare net/http handler, concurrency %d", floor.Concurrency),
+				Figure: rate(floor.PerSecond, "req/s") + roundSpread(*floor), P50: ptr(floor.Latency.P50), P99: ptr(floor.Latency.P99), Max: ptr(floor.Latency.Max),
+				Baseline: fmt.Sprintf("B1 c=%d", b.Concurrency), Ratio: ratio(floor.PerSecond, b.PerSecond)})
+		}
 		if i >= len(st.S1) {
 			continue
 		}
 		h := st.S1[i]
 		row := Row{Stage: "S1", What: fmt.Sprintf("POST /v1/payments (orders API), concurrency %d", h.Concurrency),
-			Figure: rate(h.PerSecond, "req/s"), P50: ptr(h.Latency.P50), P99: ptr(h.Latency.P99), Max: ptr(h.Latency.Max),
+			Figure: rate(h.PerSecond, "req/s") + roundSpread(h), P50: ptr(h.Latency.P50), P99: ptr(h.Latency.P99), Max: ptr(h.Latency.Max),
 			Baseline: fmt.Sprintf("B1 c=%d", b.Concurrency), Ratio: ratio(h.PerSecond, b.PerSecond),
 			Target: fmt.Sprintf("≥ %.2f", targetCapture)}
 		row.Verdict = verdict(row.Ratio != nil && *row.Ratio >= targetCapture)
 		out = append(out, row)
+		if floor != nil {
+			out = append(out, Row{Stage: "S1", What: fmt.Sprintf("the API against the bare handler, concurrency %d", h.Concurrency),
+				Baseline: fmt.Sprintf("B1 HTTP c=%d", floor.Concurrency), Ratio: ratio(h.PerSecond, floor.PerSecond)})
+		}
 	}
 	out = append(out, writeRows(st.C1)...)
 	out = append(out, Row{Stage: "B2", What: "raw produce (relay's producer settings and messages)", Figure: rate(st.B2.PerSecond, "events/s")})
@@ -215,9 +226,7 @@ func writeRows(c1 []WriteResult) []Row {
 	for _, w := range c1 {
 		row := Row{Stage: "C1", What: fmt.Sprintf("UPDATE order + 1 event, %s, concurrency %d", w.Contender, w.Concurrency),
 			Figure: rate(w.PerSecond, "tx/s"), P50: ptr(w.Latency.P50), P99: ptr(w.Latency.P99), Max: ptr(w.Latency.Max)}
-		if w.Rounds > 1 {
-			row.Figure += fmt.Sprintf(" (%.0f–%.0f)", w.MinPerSecond, w.MaxPerSecond)
-		}
+		row.Figure += roundSpread(w.CaptureResult)
 		switch w.Contender {
 		case writeNotifyInTx, writeWatermill:
 			row.Baseline, row.Ratio = "insert-only", ratio(w.PerSecond, base[w.Concurrency])
@@ -258,7 +267,7 @@ func e2eRow(stage, what string, r E2EResult) Row {
 // notes say how the figures were measured, with this run's settings.
 func notes(st Stages, s Sizes) []string {
 	n := []string{
-		fmt.Sprintf("B1/S1: closed loop, N workers back to back for %s after %s of warm-up (longer until %d have completed); B1's pgx pool and S1's DATABASE_MAX_CONNS both equal N; latency per transaction / request.", s.CaptureDuration, s.Warmup, s.MinOps),
+		fmt.Sprintf("B1/S1: closed loop, N workers back to back for %s after %s of warm-up (longer until %d have completed); B1's pgx pool, its HTTP floor's pool and S1's DATABASE_MAX_CONNS all equal N; latency per transaction / request. The HTTP floor serves B1's statements from a bare net/http handler in the bench's process (decode, capture, 201 with the order; no router, authentication, validation, spans or metrics) to the client S1 uses: what it costs beyond B1 is HTTP's, and bounds any HTTP API's S1 / B1. B1, the floor and S1 alternate within each of %d round(s), each on a fresh database after a CHECKPOINT; the median round is reported, the slowest and fastest in brackets.", s.CaptureDuration, s.Warmup, s.MinOps, s.Rounds),
 		fmt.Sprintf("C1: one UPDATE of an order and its one event per transaction, closed loop as B1, a fresh orders database (%d orders, each worker its own, vacuumed, then a CHECKPOINT) per contender and round, a LISTEN connection open; paylab's contenders send the transaction as the orders service does (BEGIN with the UPDATE, the event with COMMIT: two round trips), Watermill's publisher one statement at a time (four); %d round(s), contenders alternated, median reported with the slowest and fastest round in brackets. insert-only = a plain INSERT of the row (the baseline); notify-in-tx = outbox.Enqueue's default, a NOTIFY in the transaction; notify-after-commit = Config.NotifyAfterCommit and a Notifier, as the orders service runs.", writeOrders, s.Rounds),
 		"B2: the relay's producer settings (idempotent, acks=all, one request in flight) and its messages (the S2 backlog, encoded by Event.ProducerMessage), fed continuously; first send to last ack.",
 		"S2: relays in this process with the default outbox.Config, one pool and producer each; start to the last event recorded dispatched.",
@@ -387,4 +396,13 @@ func peerTransactionsOf(n int) int {
 		txs--
 	}
 	return txs
+}
+
+// roundSpread is the slowest and fastest rounds' rates of a median, when
+// there were rounds.
+func roundSpread(c CaptureResult) string {
+	if c.Rounds < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.0f–%.0f)", c.MinPerSecond, c.MaxPerSecond)
 }
