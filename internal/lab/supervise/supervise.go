@@ -102,13 +102,20 @@ func (p *Process) WaitReady(ctx context.Context) error {
 }
 
 // WaitReady polls url, the readiness endpoint of the process called name,
-// until it answers 2xx or ctx ends.
+// until it answers 2xx or ctx ends. An answer may take as long as the
+// process's checks do (each up to 2 s, one after another): on a loaded
+// machine a shorter timeout gave up on every answer, and the process never
+// looked ready.
 func WaitReady(ctx context.Context, name, url string) error {
-	client := &http.Client{Timeout: time.Second}
+	client := &http.Client{Timeout: 10 * time.Second}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		res, err := client.Get(url)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		res, err := client.Do(req)
 		if err == nil {
 			_, _ = io.Copy(io.Discard, res.Body)
 			res.Body.Close()
