@@ -96,7 +96,7 @@ func (e *env) capture(ctx context.Context, s Sizes, name string, c, round int) (
 	next := generators(c)
 	switch name {
 	case captureRaw, captureFloor:
-		pool, ob, close, err := rawPool(ctx, dbURL, c)
+		pool, ob, closePool, err := rawPool(ctx, dbURL, c)
 		if err != nil {
 			return CaptureResult{}, err
 		}
@@ -105,19 +105,19 @@ func (e *env) capture(ctx context.Context, s Sizes, name string, c, round int) (
 				_, err := rawCapture(ctx, pool, ob, "order-events", fmt.Sprintf("b1-%d-%d", w, n), next[w]())
 				return err
 			}
-			stop = close
+			stop = closePool
 			break
 		}
 		url, closeServer, err := floorServer(pool, ob)
 		if err != nil {
-			close()
+			closePool()
 			return CaptureResult{}, err
 		}
 		client, keys := captureClient(c), floorKeys()
 		op = func(ctx context.Context, w, n int) error {
 			return postPayment(ctx, client, url, fmt.Sprintf("b1h-%d-%d", w, n), keys, next[w]())
 		}
-		stop = func() { client.CloseIdleConnections(); closeServer(); close() }
+		stop = func() { client.CloseIdleConnections(); closeServer(); closePool() }
 	case captureAPI:
 		keys, err := issueKeys(ctx, dbURL)
 		if err != nil {

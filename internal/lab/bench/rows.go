@@ -59,7 +59,7 @@ func rows(st Stages, s Sizes) []Row {
 		row.Verdict = verdict(row.Ratio != nil && *row.Ratio >= targetCapture)
 		out = append(out, row)
 		if floor != nil {
-			out = append(out, Row{Stage: "S1", What: fmt.Sprintf("the API against the bare handler, concurrency %d", h.Concurrency),
+			out = append(out, Row{Stage: "S1", What: fmt.Sprintf("the API against the bare handler, concurrency %d", h.Concurrency), Figure: "-",
 				Baseline: fmt.Sprintf("B1 HTTP c=%d", floor.Concurrency), Ratio: ratio(h.PerSecond, floor.PerSecond)})
 		}
 	}
