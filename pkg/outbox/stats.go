@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/paylab/paylab/pkg/outbox/internal/outboxdb"
 )
 
@@ -37,21 +39,11 @@ func (r *relayCore) statsLoop(ctx context.Context) error {
 }
 
 // RefreshStats sets the pending, oldest-pending-age and parked gauges from
-// one query over the pending events, in a transaction that runs it in one
-// process without JIT compilation: while the backlog is large the query
-// reads every pending row, and parallel workers (with their start-up and
-// JIT's compilation) took about 2.3 times the CPU of one process for the
-// same count, on the cores the relay needs most then.
+// one query over the pending events (pendingStats).
 func (r *relayCore) RefreshStats(ctx context.Context) error {
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("reading outbox backlog: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, statsSettings); err != nil {
-		return fmt.Errorf("reading outbox backlog: %w", err)
-	}
-	s, err := outboxdb.New(withCustomPlans(withTable(tx, r.cfg.Table, r.sql))).PendingStats(ctx)
+	s, err := pendingStats(ctx, r.pool, func(db outboxdb.DBTX) outboxdb.DBTX {
+		return withCustomPlans(withTable(db, r.cfg.Table, r.sql))
+	})
 	if err != nil {
 		return fmt.Errorf("reading outbox backlog: %w", err)
 	}
@@ -59,6 +51,24 @@ func (r *relayCore) RefreshStats(ctx context.Context) error {
 	r.metrics.oldestPendingAge.Set(s.OldestPendingSeconds)
 	r.metrics.parked.Set(float64(s.Parked))
 	return nil
+}
+
+// pendingStats runs PendingStats, on db as wrap makes it, in a transaction
+// that runs it in one process without JIT compilation: while the backlog is
+// large the query reads every pending row, and parallel workers (with their
+// start-up and JIT's compilation) took about 2.3 times the CPU of one
+// process for the same count, on the cores the relay needs most then.
+func pendingStats(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, wrap func(outboxdb.DBTX) outboxdb.DBTX) (s outboxdb.PendingStatsRow, err error) {
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, statsSettings); err != nil {
+			return err
+		}
+		s, err = outboxdb.New(wrap(tx)).PendingStats(ctx)
+		return err
+	})
+	return s, err
 }
 
 // statsSettings makes the rest of the transaction run in one process, not

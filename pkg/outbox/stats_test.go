@@ -47,16 +47,28 @@ func (x explainer) QueryRow(ctx context.Context, sql string, args ...any) pgx.Ro
 	return x.db.QueryRow(ctx, "SELECT 1 WHERE false")
 }
 
+// explained wraps db (rendered for the default table) so that each query is
+// explained instead of run; plans returns the plans so far.
+func explained(db outboxdb.DBTX) (wrapped outboxdb.DBTX, plans func() string) {
+	var kept []string
+	mu := new(sync.Mutex)
+	return explainer{db: withTable(db, DefaultTable, new(sync.Map)), mu: mu, plans: &kept}, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(kept, "\n")
+	}
+}
+
 // plansOf runs fn on the outbox's queries over db, explained instead of run,
 // and returns their plans.
 func plansOf(t *testing.T, db outboxdb.DBTX, fn func(q *outboxdb.Queries)) string {
 	t.Helper()
-	var plans []string
-	fn(outboxdb.New(explainer{db: withTable(db, DefaultTable, new(sync.Map)), mu: new(sync.Mutex), plans: &plans}))
-	if len(plans) == 0 {
+	wrapped, plans := explained(db)
+	fn(outboxdb.New(wrapped))
+	if plans() == "" {
 		t.Fatal("no query was explained")
 	}
-	return strings.Join(plans, "\n")
+	return plans()
 }
 
 // seedPending inserts n pending events in one statement, one per order.
@@ -89,37 +101,40 @@ func TestParkedAggregatesReadTheParkedIndex(t *testing.T) {
 }
 
 // The backlog gauges' query reads every pending event while a backlog is
-// large; in the stats transaction it runs in one process, where PostgreSQL
-// would otherwise plan parallel workers for it (shown first, on a session
+// large; the relay runs it (pendingStats) in one process, where PostgreSQL
+// would otherwise plan parallel workers for it (shown first, on a pool
 // whose costs make any scan parallel, as a large backlog does).
 func TestPendingStatsRunInOneProcess(t *testing.T) {
 	t.Parallel()
-	pool, _ := testenv.NewPool(t, func(ctx context.Context, pool *pgxpool.Pool) error { return Migrate(ctx, pool, Config{}) })
+	_, dbURL := testenv.NewPool(t, func(ctx context.Context, pool *pgxpool.Pool) error { return Migrate(ctx, pool, Config{}) })
 	ctx := testenv.Context(t)
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"parallel_setup_cost": "0", "parallel_tuple_cost": "0", "min_parallel_table_scan_size": "0"} {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
 	seedPending(t, ctx, pool, 5000)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0"); err != nil {
-		t.Fatal(err)
-	}
-	stats := func(q *outboxdb.Queries) { _, _ = q.PendingStats(ctx) }
 	parallel := func(plan string) bool { return strings.Contains(plan, `"Workers Planned"`) }
-	if plan := plansOf(t, conn.Conn(), stats); !parallel(plan) {
-		t.Fatalf("without the stats settings, the session plans no parallel workers; the test shows nothing:\n%s", plan)
+	if plan := plansOf(t, pool, func(q *outboxdb.Queries) { _, _ = q.PendingStats(ctx) }); !parallel(plan) {
+		t.Fatalf("outside pendingStats, the pool plans no parallel workers; the test shows nothing:\n%s", plan)
 	}
-	err = pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, statsSettings); err != nil {
-			return err
-		}
-		if plan := plansOf(t, tx, stats); parallel(plan) {
-			t.Errorf("the stats transaction plans parallel workers:\n%s", plan)
-		}
-		return nil
+	var plans func() string
+	_, _ = pendingStats(ctx, pool, func(db outboxdb.DBTX) outboxdb.DBTX {
+		var wrapped outboxdb.DBTX
+		wrapped, plans = explained(db)
+		return wrapped
 	})
-	if err != nil {
-		t.Fatal(err)
+	switch plan := plans(); {
+	case plan == "":
+		t.Fatal("pendingStats explained no query")
+	case parallel(plan):
+		t.Errorf("pendingStats plans parallel workers:\n%s", plan)
 	}
 }

@@ -73,6 +73,17 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}
 		return bestCapture(st.S1)
 	}
+	// afresh runs fn after the earlier steps' databases are dropped: a step
+	// that uses none of them would otherwise measure autovacuum still
+	// cleaning them (C1's alone updated a million rows) on its cores.
+	afresh := func(fn func() error) func() error {
+		return func() error {
+			if err := e.dropDatabases(ctx); err != nil {
+				return fmt.Errorf("dropping the earlier stages' databases: %w", err)
+			}
+			return fn()
+		}
+	}
 	var steps []step
 	if cfg.Peers {
 		steps = append(steps, step{"peers: build", []string{"C1", "P1"}, func() (err error) {
@@ -87,7 +98,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			st.B1, st.B1HTTP, st.S1, err = e.captures(ctx, s)
 			return err
 		}},
-		{"C1 outbox write", []string{"C1"}, func() (err error) { st.C1, err = e.outboxWrites(ctx, s, watermill); return err }},
+		{"C1 outbox write", []string{"C1"}, afresh(func() (err error) { st.C1, err = e.outboxWrites(ctx, s, watermill); return err })},
 		{"S2 backlogs", []string{"B2", "S2", "B3", "S3"}, func() (err error) {
 			if one, err = e.newBacklog(ctx, "s2r1", "", s.Backlog); err != nil {
 				return err
@@ -130,27 +141,18 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			st.S3Variants, err = e.s3Variants(ctx, one.topic, events, s.ConsumeWindow, s.MinOps)
 			return err
 		}},
-		{"S4 end to end", []string{"S4"}, func() (err error) {
+		{"S4 end to end", []string{"S4"}, afresh(func() (err error) {
 			st.S4, err = e.endToEndBoth(ctx, "s4", "", "", best(), e2ePercents, s)
 			return err
-		}},
-		{"S5 growth", []string{"S5"}, func() error { return e.growth(ctx, st, s, best()) }},
+		})},
+		{"S5 growth", []string{"S5"}, afresh(func() error { return e.growth(ctx, st, s, best()) })},
 	}...)
 	if cfg.Peers {
-		steps = append(steps, step{"P1 peer drains", []string{"P1"}, func() (err error) { st.P1, err = e.peerDrains(ctx, peers, s); return err }})
+		steps = append(steps, step{"P1 peer drains", []string{"P1"}, afresh(func() (err error) { st.P1, err = e.peerDrains(ctx, peers, s); return err })})
 	}
-	// These steps use no database of an earlier one: the earlier ones are
-	// dropped first, or autovacuum would still be cleaning them (C1's alone
-	// updated a million rows) on the cores these steps measure.
-	fresh := map[string]bool{"C1 outbox write": true, "S4 end to end": true, "S5 growth": true, "P1 peer drains": true}
 	for _, step := range steps {
 		if !cfg.runs(step.serves...) {
 			continue
-		}
-		if fresh[step.name] {
-			if err := e.dropDatabases(ctx); err != nil {
-				return rep, fmt.Errorf("before %s: %w", step.name, err)
-			}
 		}
 		if err := stage(step.name, step.fn); err != nil {
 			return rep, err

@@ -149,13 +149,19 @@ func (e *env) dropDatabases(ctx context.Context) error {
 	dbs := e.dbs
 	e.dbs = nil
 	e.mu.Unlock()
-	if len(dbs) == 0 {
+	return e.dropEach(ctx, dbs, migrate.Drop)
+}
+
+// dropEach drops each of names with drop, on one admin connection, and
+// joins the errors.
+func (e *env) dropEach(ctx context.Context, names []string, drop func(context.Context, *pgx.Conn, string) error) error {
+	if len(names) == 0 {
 		return nil
 	}
 	return withConn(ctx, e.cfg.AdminURL, func(c *pgx.Conn) error {
 		var errs []error
-		for _, db := range dbs {
-			errs = append(errs, migrate.Drop(ctx, c, db))
+		for _, n := range names {
+			errs = append(errs, drop(ctx, c, n))
 		}
 		return errors.Join(errs...)
 	})

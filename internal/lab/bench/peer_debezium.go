@@ -330,14 +330,5 @@ func (e *env) dropSlots(ctx context.Context) error {
 	e.mu.Lock()
 	slots := append([]string(nil), e.slots...)
 	e.mu.Unlock()
-	if len(slots) == 0 {
-		return nil
-	}
-	return withConn(ctx, e.cfg.AdminURL, func(c *pgx.Conn) error {
-		var errs []error
-		for _, s := range slots {
-			errs = append(errs, dropSlot(ctx, c, s))
-		}
-		return errors.Join(errs...)
-	})
+	return e.dropEach(ctx, slots, dropSlot)
 }
