@@ -33,9 +33,10 @@ const BatchSpanName = "outbox publish batch"
 //   - one "outbox publish batch" span for the batch, in the relay's own
 //     trace, with a link to each event's producer span.
 type publishTrace struct {
-	ctx   context.Context // carries the batch span: Publish runs in it
-	batch trace.Span
-	spans []trace.Span // spans[i] is events[i]'s
+	ctx    context.Context // carries the batch span: Publish runs in it
+	batch  trace.Span
+	events int
+	spans  []trace.Span // spans[i] is events[i]'s; none when the provider makes no spans
 }
 
 // tracePublish starts the spans of a batch about to be published and
@@ -54,7 +55,14 @@ func (r *relayCore) tracePublish(ctx context.Context, events []Event) publishTra
 			semconv.MessagingBatchMessageCount(len(events)),
 			attribute.String("outbox.relay.id", r.cfg.ID),
 		))
-	pt := publishTrace{ctx: bctx, batch: batch, spans: make([]trace.Span, len(events))}
+	pt := publishTrace{ctx: bctx, batch: batch, events: len(events)}
+	if batch.SpanContext().Equal(trace.SpanContextFromContext(ctx)) {
+		// The tracer provider makes no spans of its own (none is
+		// installed): each event's span would be its stored context, which
+		// is in its headers already, and end would have nothing to record.
+		return pt
+	}
+	pt.spans = make([]trace.Span, len(events))
 	// An event's span descends from its stored context only, never from
 	// whatever span ctx carries.
 	detached := trace.ContextWithSpanContext(ctx, trace.SpanContext{})
@@ -103,13 +111,17 @@ func (r *relayCore) tracePublish(ctx context.Context, events []Event) publishTra
 // end records the publisher's result (nil: all acknowledged; else one error
 // per event) on the spans and ends them.
 func (pt publishTrace) end(errs []error) {
-	malformed := errs != nil && len(errs) != len(pt.spans)
+	if pt.spans == nil {
+		pt.batch.End()
+		return
+	}
+	malformed := errs != nil && len(errs) != pt.events
 	failed := 0
 	for i, span := range pt.spans {
 		var err error
 		switch {
 		case malformed:
-			err = fmt.Errorf("publisher returned %d results for %d events", len(errs), len(pt.spans))
+			err = fmt.Errorf("publisher returned %d results for %d events", len(errs), pt.events)
 		case errs != nil:
 			err = errs[i]
 		}
@@ -122,7 +134,7 @@ func (pt publishTrace) end(errs []error) {
 	}
 	pt.batch.SetAttributes(attribute.Int("outbox.batch.failed", failed))
 	if failed > 0 {
-		pt.batch.SetStatus(codes.Error, fmt.Sprintf("%d of %d events not acknowledged", failed, len(pt.spans)))
+		pt.batch.SetStatus(codes.Error, fmt.Sprintf("%d of %d events not acknowledged", failed, pt.events))
 	}
 	pt.batch.End()
 }

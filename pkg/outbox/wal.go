@@ -37,6 +37,12 @@ type WALRelay struct {
 	health readerHealth  // what Ready reports
 	held   heldSet       // events held aside for a retry (walheld.go)
 	guard  *standbyGuard // holds batches until the synchronous standbys have them (walguard.go)
+	// records runs the statements that record a batch (record) as
+	// prepared statements: their one parameter is the batch's ids, and a
+	// custom plan (relayCore.queries, see customPlans) would estimate each
+	// of its thousands of ids on every batch, for the same primary-key
+	// lookup the generic plan makes.
+	records *outboxdb.Queries
 }
 
 // walMetrics are the WAL relay's own metrics, next to the polling relay's.
@@ -102,7 +108,8 @@ func NewWALRelay(pool *pgxpool.Pool, replURL string, pub Publisher, cfg WALConfi
 			return nil, fmt.Errorf("outbox: registering WAL relay metrics: %w", err)
 		}
 	}
-	return &WALRelay{relayCore: core, repl: repl, wal: m, guard: guard}, nil
+	return &WALRelay{relayCore: core, repl: repl, wal: m, guard: guard,
+		records: outboxdb.New(withTable(pool, rc.Table, core.sql))}, nil
 }
 
 // ID is the relay's name in the reader lease.

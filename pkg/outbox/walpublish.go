@@ -310,9 +310,9 @@ func (r *WALRelay) mark(ctx context.Context, events []walEvent) error {
 // record deletes the acknowledged events' rows, or marks them dispatched.
 func (r *WALRelay) record(ctx context.Context, ids []int64) (outboxdb.MarkDispatchedRow, error) {
 	if !r.cfg.DeleteDispatched {
-		return r.queries.MarkDispatched(ctx, ids)
+		return r.records.MarkDispatched(ctx, ids)
 	}
-	d, err := r.queries.DeletePublished(ctx, ids)
+	d, err := r.records.DeletePublished(ctx, ids)
 	return outboxdb.MarkDispatchedRow(d), err
 }
 
