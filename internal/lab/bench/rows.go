@@ -300,7 +300,7 @@ func notes(st Stages, s Sizes) []string {
 		n = append(n, fmt.Sprintf("S5: %d dispatched outbox rows and %d processed inbox rows (with their orders' sequences), seeded, vacuumed and checkpointed in %.0fs, before S2 and S4 run again.",
 			st.S5.History, st.S5.History, st.S5.SeedSeconds))
 		if len(st.S5.Base) > 0 {
-			n = append(n, fmt.Sprintf("  S5's S4: %d round(s) at the highest load, each on the history and on a pipeline of fresh databases (the API and ledger binaries started once for each), alternated; per mode the run with the median of each is reported, and history is judged by the ratio of the two medians: of p99 with LISTEN/NOTIFY, of p50 polling only, whose p99 is set by whether the relay, once in the run, found the outbox empty and slept a whole poll interval.", st.S5.Rounds))
+			n = append(n, fmt.Sprintf("  S5's S4: %d round(s) at %d %% of S1 (at 50 %% the pipeline keeps both cores busy and single runs collapse into queues of seconds, with or without history), each on the history and on a pipeline of fresh databases (the API and ledger binaries started once for each), alternated; per mode the run with the median of each is reported, and history is judged by the ratio of the two medians: of p99 with LISTEN/NOTIFY, of p50 polling only, whose p99 is set by whether the relay, once in the run, found the outbox empty and slept a whole poll interval.", st.S5.Rounds, st.S5.Base[0].Percent))
 		}
 	}
 	return n
