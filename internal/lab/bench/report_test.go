@@ -71,9 +71,11 @@ func TestStatementNames(t *testing.T) {
 func TestStatementsPerBatchLeaveOutBackgroundAndIdleClaims(t *testing.T) {
 	t.Parallel()
 	s := newStatements()
-	s.byName = map[string]int{stmtClaim: 10, stmtComplete: 10, stmtClaimEmpty: 4, "PendingStats": 3, "LISTEN": 1, "DeleteDispatched": 2}
+	// The gauges' refreshes: three, two committed and one rolled back.
+	s.byName = map[string]int{stmtClaim: 10, stmtComplete: 10, stmtClaimEmpty: 4, "PendingStats": 3, "StatsSettings": 3,
+		"BEGIN": 3, "COMMIT": 2, "ROLLBACK": 1, "LISTEN": 1, "DeleteDispatched": 2}
 	c := s.counts(5000)
-	if c.Total != 30 || c.Batches != 10 || c.PerBatch != 2 || c.PerBatchAll != 3 || c.PerEvent != 0.006 {
+	if c.Total != 39 || c.Batches != 10 || c.PerBatch != 2 || c.PerBatchAll != 3.9 || c.PerEvent != 0.0078 {
 		t.Errorf("counts = %+v", c)
 	}
 	// A third statement per batch shows.

@@ -36,7 +36,7 @@ const (
 // refresh (its settings, query and transaction), retention, and the LISTEN
 // of the notification connection. No statement of a batch runs in an
 // explicit transaction.
-var background = map[string]bool{"PendingStats": true, "StatsSettings": true, "BEGIN": true, "ROLLBACK": true,
+var background = map[string]bool{"PendingStats": true, "StatsSettings": true, "BEGIN": true, "COMMIT": true, "ROLLBACK": true,
 	"DeleteDispatched": true, "LISTEN": true}
 
 type sqlKey struct{}
