@@ -33,10 +33,9 @@ const BatchSpanName = "outbox publish batch"
 //   - one "outbox publish batch" span for the batch, in the relay's own
 //     trace, with a link to each event's producer span.
 type publishTrace struct {
-	ctx    context.Context // carries the batch span: Publish runs in it
-	batch  trace.Span
-	events int
-	spans  []trace.Span // spans[i] is events[i]'s; none when the provider makes no spans
+	ctx   context.Context // carries the batch span: Publish runs in it
+	batch trace.Span
+	spans []trace.Span // spans[i] is events[i]'s; none when the provider makes no spans
 }
 
 // tracePublish starts the spans of a batch about to be published and
@@ -55,7 +54,7 @@ func (r *relayCore) tracePublish(ctx context.Context, events []Event) publishTra
 			semconv.MessagingBatchMessageCount(len(events)),
 			attribute.String("outbox.relay.id", r.cfg.ID),
 		))
-	pt := publishTrace{ctx: bctx, batch: batch, events: len(events)}
+	pt := publishTrace{ctx: bctx, batch: batch}
 	if batch.SpanContext().Equal(trace.SpanContextFromContext(ctx)) {
 		// The tracer provider makes no spans of its own (none is
 		// installed): each event's span would be its stored context, which
@@ -115,13 +114,13 @@ func (pt publishTrace) end(errs []error) {
 		pt.batch.End()
 		return
 	}
-	malformed := errs != nil && len(errs) != pt.events
+	malformed := errs != nil && len(errs) != len(pt.spans)
 	failed := 0
 	for i, span := range pt.spans {
 		var err error
 		switch {
 		case malformed:
-			err = fmt.Errorf("publisher returned %d results for %d events", len(errs), pt.events)
+			err = fmt.Errorf("publisher returned %d results for %d events", len(errs), len(pt.spans))
 		case errs != nil:
 			err = errs[i]
 		}
@@ -134,7 +133,7 @@ func (pt publishTrace) end(errs []error) {
 	}
 	pt.batch.SetAttributes(attribute.Int("outbox.batch.failed", failed))
 	if failed > 0 {
-		pt.batch.SetStatus(codes.Error, fmt.Sprintf("%d of %d events not acknowledged", failed, pt.events))
+		pt.batch.SetStatus(codes.Error, fmt.Sprintf("%d of %d events not acknowledged", failed, len(pt.spans)))
 	}
 	pt.batch.End()
 }

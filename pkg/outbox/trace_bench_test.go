@@ -19,7 +19,7 @@ import (
 // against the baseline of building the batch's events.
 func BenchmarkTracePublish(b *testing.B) {
 	events := make([]Event, 500)
-	r := &Relay{relayCore: &relayCore{cfg: relayConfig{settings: settings{ID: "bench"}}}}
+	r := tracingRelay()
 	for _, bc := range []struct {
 		name  string
 		setup func() func()
@@ -39,11 +39,7 @@ func BenchmarkTracePublish(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				for i := range events {
-					events[i] = Event{ID: uuid.New(), AggregateID: "order", Topic: "order-events", Type: "OrderCaptured",
-						Payload: json.RawMessage(`{}`),
-						Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
-				}
+				storedTrace(events)
 				if bc.setup != nil {
 					r.tracePublish(context.Background(), events).end(nil)
 				}
@@ -59,12 +55,8 @@ func TestTracePublishWithoutProviderCostsNothingPerEvent(t *testing.T) {
 	otel.SetTracerProvider(noop.NewTracerProvider())
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	t.Cleanup(func() { otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator()) })
-	r := &Relay{relayCore: &relayCore{cfg: relayConfig{settings: settings{ID: "test"}}}}
-	events := make([]Event, 500)
-	for i := range events {
-		events[i] = Event{ID: uuid.New(), AggregateID: "order", Topic: "order-events", Type: "OrderCaptured",
-			Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
-	}
+	r := tracingRelay()
+	events := storedTrace(make([]Event, 500))
 	stored := events[7].Headers
 	allocs := testing.AllocsPerRun(5, func() { r.tracePublish(context.Background(), events).end(nil) })
 	if allocs > 20 {
@@ -74,4 +66,20 @@ func TestTracePublishWithoutProviderCostsNothingPerEvent(t *testing.T) {
 	if events[7].Headers["marker"] != "x" {
 		t.Error("an event's headers were replaced although no span of its own was made")
 	}
+}
+
+// tracingRelay is a relay with nothing but what tracePublish reads.
+func tracingRelay() *Relay {
+	return &Relay{relayCore: &relayCore{cfg: relayConfig{settings: settings{ID: "test"}}}}
+}
+
+// storedTrace fills events with new events, each stored with the trace
+// context of its caller, and returns them.
+func storedTrace(events []Event) []Event {
+	for i := range events {
+		events[i] = Event{ID: uuid.New(), AggregateID: "order", Topic: "order-events", Type: "OrderCaptured",
+			Payload: json.RawMessage(`{}`),
+			Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+	}
+	return events
 }

@@ -179,7 +179,7 @@ var e2ePercents = []int{25, 50}
 // seconds with or without history (on one machine within the hour, the
 // code of two versions measured 0.06 and 1.80 times the p99 without
 // history), so a ratio taken there is the collapse's, not the history's.
-// At 25 % the cores are 1.3-1.5 busy and what history costs shows.
+// At 25 % the cores are 1.3-1.7 busy and what history costs shows.
 var growthPercent = e2ePercents[0]
 
 // bestCapture is S1's best rate.
