@@ -104,24 +104,34 @@ func (e *env) endToEnd(ctx context.Context, p *pipeline, pollingOnly bool, rate 
 		return res, err
 	}
 	defer ledger.Close(context.WithoutCancel(ctx))
-	var lastEvent, lastEntry int64
-	if err := orders.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM outbox`).Scan(&lastEvent); err != nil {
-		return res, err
-	}
-	if err := ledger.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM journal_entries`).Scan(&lastEntry); err != nil {
-		return res, err
-	}
-
 	tracer := newStatements()
 	rs, err := e.startRelays(ctx, p.ordersURL, 1, pollingOnly, tracer)
 	if err != nil {
 		return res, err
 	}
-	count := max(1, int(float64(rate)*s.E2EDuration.Seconds()))
+	load := func(count int, seed uint64) (loadgen.Report, error) {
+		return loadgen.Run(ctx, loadgen.Config{BaseURL: p.api.URL, Rate: rate, Count: count, Seed: seed, Timeout: 10 * time.Second, Keys: p.keys})
+	}
+	// The warm-up: the relay was just started, and the broker, the ledger
+	// and the API meet this run's rate (and, in a run's first mode, a new
+	// topic's partitions) cold. s.Warmup of payments at the same rate go
+	// first, not measured, as B1's and S1's first seconds are not; the
+	// measured payments follow at once, so the pipeline does not idle in
+	// between (a polling relay that found the outbox empty would sleep).
+	firstEvent, firstEntry, err := lastIDs(ctx, orders, ledger)
+	lastEvent := firstEvent // the measured events are those after it
+	if err == nil && s.Warmup > 0 {
+		if _, err = load(max(1, int(float64(rate)*s.Warmup.Seconds())), seed|1<<32); err == nil {
+			lastEvent, _, err = lastIDs(ctx, orders, ledger)
+		}
+	}
+	var rep loadgen.Report
 	before := samplePipeline(p.api.Pid(), p.ledger.Pid())
-	rep, err := loadgen.Run(ctx, loadgen.Config{BaseURL: p.api.URL, Rate: rate, Count: count, Seed: seed, Timeout: 10 * time.Second, Keys: p.keys})
 	if err == nil {
-		err = waitApplied(ctx, orders, ledger, lastEvent, lastEntry, s.Settle)
+		rep, err = load(max(1, int(float64(rate)*s.E2EDuration.Seconds())), seed)
+	}
+	if err == nil {
+		err = waitApplied(ctx, orders, ledger, firstEvent, firstEntry, s.Settle)
 	}
 	after := samplePipeline(p.api.Pid(), p.ledger.Pid())
 	var backends map[int]string
@@ -144,8 +154,18 @@ func (e *env) endToEnd(ctx context.Context, p *pipeline, pollingOnly bool, rate 
 	if res.Payments == 0 {
 		return res, fmt.Errorf("no payment was captured: %v %v", rep.StatusCode, rep.Errors)
 	}
-	res.Published, res.Applied, err = e2eLatencies(ctx, orders, ledger, lastEvent, lastEntry)
+	res.Published, res.Applied, err = e2eLatencies(ctx, orders, ledger, lastEvent, firstEntry)
 	return res, err
+}
+
+// lastIDs returns the newest outbox row's and journal entry's ids: a run's
+// rows are those after them.
+func lastIDs(ctx context.Context, orders, ledger *pgx.Conn) (lastEvent, lastEntry int64, err error) {
+	if err = orders.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM outbox`).Scan(&lastEvent); err != nil {
+		return 0, 0, err
+	}
+	err = ledger.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM journal_entries`).Scan(&lastEntry)
+	return lastEvent, lastEntry, err
 }
 
 // waitApplied waits until the ledger has an entry for every event written
