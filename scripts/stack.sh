@@ -140,7 +140,12 @@ CONF
 # position on until the disk fills. Past the limit PostgreSQL invalidates
 # the slot (pg_replication_slots.wal_status 'lost'): it can no longer be
 # streamed: drop it with the relays stopped, and once started they create it
-# again and hand over the events still pending.
+# again and hand over the events still pending. max_wal_size: at the default
+# (1GB) a write-heavy load, the bench's backlogs and seeds, makes a checkpoint
+# every few seconds (PostgreSQL logs "checkpoints are occurring too
+# frequently"), and each fills the WAL with full-page images again and
+# stalls commits behind its writes; at 4GB checkpoints come from
+# checkpoint_timeout instead.
 pg_settings() {
   grep -q "^include_if_exists = 'paylab.conf'" "$PG_DATA/postgresql.conf" ||
     echo "include_if_exists = 'paylab.conf'" >>"$PG_DATA/postgresql.conf"
@@ -149,6 +154,7 @@ wal_level = logical
 max_wal_senders = 20
 max_replication_slots = 20
 max_slot_wal_keep_size = 2GB
+max_wal_size = 4GB
 CONF
   [ "$(id -u)" -eq 0 ] && chown "$PG_USER" "$PG_DATA/paylab.conf"
   return 0

@@ -99,3 +99,24 @@ func TestReplicationSlotsHoldBoundedWAL(t *testing.T) {
 		t.Errorf("max_slot_wal_keep_size: compose %q, the local stack %q", compose["max_slot_wal_keep_size"], stack["max_slot_wal_keep_size"])
 	}
 }
+
+// Both servers raise max_wal_size above the default (1GB), at which a load
+// test forces a checkpoint every few seconds, and keep the same value, so
+// the bench's figures from the local stack hold for compose.
+func TestCheckpointsAreNotForcedByALoadTest(t *testing.T) {
+	t.Parallel()
+	compose, stack := composePostgresSettings(t), stackPostgresSettings(t)
+	for name, settings := range map[string]map[string]string{"docker-compose.yml": compose, "scripts/stack.sh": stack} {
+		raw, ok := settings["max_wal_size"]
+		size, valid := walSize(raw)
+		switch {
+		case !ok:
+			t.Errorf("%s: max_wal_size is not set (the default, 1GB, forces a checkpoint every few seconds under load)", name)
+		case !valid || size < 2<<30:
+			t.Errorf("%s: max_wal_size %q: want at least 2GB", name, raw)
+		}
+	}
+	if compose["max_wal_size"] != stack["max_wal_size"] {
+		t.Errorf("max_wal_size: compose %q, the local stack %q", compose["max_wal_size"], stack["max_wal_size"])
+	}
+}
