@@ -88,7 +88,7 @@ func (e *env) peerDrains(ctx context.Context, t peerTools, s Sizes) ([]PeerDrain
 		if n <= watermillMaxBacklog {
 			contenders = append(contenders, drainWatermill)
 		}
-		rounds := s.Rounds
+		rounds := s.PeerRounds
 		results := map[string][]DrainResult{}
 		for round := range rounds {
 			for i := range contenders {

@@ -294,7 +294,7 @@ func notes(st Stages, s Sizes) []string {
 	}
 	if len(st.P1) > 0 {
 		n = append(n, fmt.Sprintf("P1 (--peers): each contender drains a backlog written in %d equal transactions the way it is meant to be written (paylab: INSERT into the outbox; Debezium: INSERT into its outbox table; Watermill: its transactional SQL publisher), on a fresh database and 6-partition topic of the same servers, checkpointed before the clock starts, contenders alternated, median of %d rounds with the slowest and fastest in brackets. paylab-poll and paylab-wal: the orders binary's relay command as a user starts it, its defaults with RELAY_MODE=poll or wal (and in WAL mode RELAY_SLOT naming a slot made before the backlog); paylab-poll-delete: paylab-poll with RELAY_DELETE_DISPATCHED=true (published rows deleted, no history kept: a setting's trade-off, without a target); for the three, the clock runs from process start to the last event in the topic; Debezium %s (internal/lab/peers/debezium/pom.xml): embedded engine, pgoutput, outbox EventRouter, KafkaProducer acks=all idempotent, offsets committed after each acknowledged batch, clock from engine start (JVM launch excluded); Watermill: forwarder, SQL subscriber → Kafka publisher, clock until the topic holds every record. CPU: PostgreSQL's and the broker's from /proc over the drain, the contender's its own.",
-			peerTransactions, s.Rounds, "3.6.1.Final"))
+			peerTransactions, st.P1[0].Rounds, "3.6.1.Final"))
 	}
 	if st.S5.History > 0 {
 		n = append(n, fmt.Sprintf("S5: %d dispatched outbox rows and %d processed inbox rows (with their orders' sequences), seeded, vacuumed and checkpointed in %.0fs, before S2 and S4 run again.",
