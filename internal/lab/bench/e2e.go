@@ -118,11 +118,15 @@ func (e *env) endToEnd(ctx context.Context, p *pipeline, pollingOnly bool, rate 
 	// first, not measured, as B1's and S1's first seconds are not; the
 	// measured payments follow at once, so the pipeline does not idle in
 	// between (a polling relay that found the outbox empty would sleep).
-	firstEvent, firstEntry, err := lastIDs(ctx, orders, ledger)
+	firstEvent, err := maxID(ctx, orders, "outbox")
+	var firstEntry int64
+	if err == nil {
+		firstEntry, err = maxID(ctx, ledger, "journal_entries")
+	}
 	lastEvent := firstEvent // the measured events are those after it
 	if err == nil && s.Warmup > 0 {
 		if _, err = load(max(1, int(float64(rate)*s.Warmup.Seconds())), seed|1<<32); err == nil {
-			lastEvent, _, err = lastIDs(ctx, orders, ledger)
+			lastEvent, err = maxID(ctx, orders, "outbox")
 		}
 	}
 	var rep loadgen.Report
@@ -158,14 +162,11 @@ func (e *env) endToEnd(ctx context.Context, p *pipeline, pollingOnly bool, rate 
 	return res, err
 }
 
-// lastIDs returns the newest outbox row's and journal entry's ids: a run's
-// rows are those after them.
-func lastIDs(ctx context.Context, orders, ledger *pgx.Conn) (lastEvent, lastEntry int64, err error) {
-	if err = orders.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM outbox`).Scan(&lastEvent); err != nil {
-		return 0, 0, err
-	}
-	err = ledger.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM journal_entries`).Scan(&lastEntry)
-	return lastEvent, lastEntry, err
+// maxID returns the newest id of table (0 while it is empty): the rows of
+// what runs next are those after it.
+func maxID(ctx context.Context, c *pgx.Conn, table string) (id int64, err error) {
+	err = c.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM `+pgx.Identifier{table}.Sanitize()).Scan(&id)
+	return id, err
 }
 
 // waitApplied waits until the ledger has an entry for every event written

@@ -72,6 +72,29 @@ func walSize(v string) (int64, bool) {
 	return n * unit, true
 }
 
+// sameSizeInBoth checks that compose's and the local stack's servers both
+// set the size setting name, to at least least bytes (unset, it takes the
+// default: why says what that does), and to the same value, so what the
+// local stack shows holds for compose.
+func sameSizeInBoth(t *testing.T, compose, stack map[string]string, name string, least int64, why string) {
+	t.Helper()
+	for file, settings := range map[string]map[string]string{"docker-compose.yml": compose, "scripts/stack.sh": stack} {
+		raw, ok := settings[name]
+		size, valid := walSize(raw)
+		switch {
+		case !ok:
+			t.Errorf("%s: %s is not set (%s)", file, name, why)
+		case !valid:
+			t.Errorf("%s: %s %q is not a size", file, name, raw)
+		case size < least:
+			t.Errorf("%s: %s %q: want at least %d MB", file, name, raw, least>>20)
+		}
+	}
+	if compose[name] != stack[name] {
+		t.Errorf("%s: compose %q, the local stack %q", name, compose[name], stack[name])
+	}
+}
+
 // Both PostgreSQL servers — compose's and the local stack's — decode the
 // outbox's inserts for the WAL relay (wal_level=logical), and bound the WAL
 // a replication slot may hold back: without max_slot_wal_keep_size a slot
@@ -84,20 +107,8 @@ func TestReplicationSlotsHoldBoundedWAL(t *testing.T) {
 		if settings["wal_level"] != "logical" {
 			t.Errorf("%s: wal_level %q; the WAL relay needs logical", name, settings["wal_level"])
 		}
-		raw, ok := settings["max_slot_wal_keep_size"]
-		size, valid := walSize(raw)
-		switch {
-		case !ok:
-			t.Errorf("%s: max_slot_wal_keep_size is not set (the default, -1, lets a slot keep all WAL)", name)
-		case !valid:
-			t.Errorf("%s: max_slot_wal_keep_size %q is not a size", name, raw)
-		case size < 64<<20:
-			t.Errorf("%s: max_slot_wal_keep_size %q: want a positive limit of at least a few WAL segments", name, raw)
-		}
 	}
-	if compose["max_slot_wal_keep_size"] != stack["max_slot_wal_keep_size"] {
-		t.Errorf("max_slot_wal_keep_size: compose %q, the local stack %q", compose["max_slot_wal_keep_size"], stack["max_slot_wal_keep_size"])
-	}
+	sameSizeInBoth(t, compose, stack, "max_slot_wal_keep_size", 64<<20, "the default, -1, lets a slot keep all WAL")
 }
 
 // Both servers raise max_wal_size above the default (1GB), at which a load
@@ -105,18 +116,6 @@ func TestReplicationSlotsHoldBoundedWAL(t *testing.T) {
 // the bench's figures from the local stack hold for compose.
 func TestCheckpointsAreNotForcedByALoadTest(t *testing.T) {
 	t.Parallel()
-	compose, stack := composePostgresSettings(t), stackPostgresSettings(t)
-	for name, settings := range map[string]map[string]string{"docker-compose.yml": compose, "scripts/stack.sh": stack} {
-		raw, ok := settings["max_wal_size"]
-		size, valid := walSize(raw)
-		switch {
-		case !ok:
-			t.Errorf("%s: max_wal_size is not set (the default, 1GB, forces a checkpoint every few seconds under load)", name)
-		case !valid || size < 2<<30:
-			t.Errorf("%s: max_wal_size %q: want at least 2GB", name, raw)
-		}
-	}
-	if compose["max_wal_size"] != stack["max_wal_size"] {
-		t.Errorf("max_wal_size: compose %q, the local stack %q", compose["max_wal_size"], stack["max_wal_size"])
-	}
+	sameSizeInBoth(t, composePostgresSettings(t), stackPostgresSettings(t), "max_wal_size", 2<<30,
+		"the default, 1GB, forces a checkpoint every few seconds under load")
 }
