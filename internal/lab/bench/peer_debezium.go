@@ -266,7 +266,7 @@ SELECT event_id, 'order', order_id, 'OrderCaptured', payload,
 	$1, event_id::text, $2, 'OrderCaptured',
 	regexp_replace(to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'), '\.?0+$', '') || 'Z',
 	order_id, '1', '1', 'order', $3, headers->>'traceparent'
-FROM (` + seedRows(newPrefix(), size, false) + `) AS rows`
+FROM (` + seedRows(newTag(), size, false) + `) AS rows`
 		if _, err := conn.Exec(ctx, sql, outbox.SpecVersion, debeziumSource, outbox.ContentTypeJSON); err != nil {
 			return fmt.Errorf("seeding %d rows of %s (transaction %d of %d): %w", size, debeziumTable, i+1, txs, err)
 		}

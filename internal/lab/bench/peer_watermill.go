@@ -184,16 +184,17 @@ const payloadOrder = 42
 // attributes and traceparent — for that event. The value is written
 // verbatim so the peers can send its bytes as they are.
 func writePayloadFile(path string) error {
-	const i = payloadOrder
-	prefix := "0193a1b2"
-	orderID := fmt.Sprintf("%s-0001-7000-8000-%012x", prefix, i)
+	const i, tag = payloadOrder, "a1b2c3"
 	at := time.Now().UTC().Truncate(time.Microsecond)
+	ms := fmt.Sprintf("%012x", at.UnixMilli())
+	ms = ms[:8] + "-" + ms[8:]
+	orderID := fmt.Sprintf("%s-7%s-9%s-%012x", ms, tag[:3], tag[3:], i)
 	value := fmt.Sprintf(`{"amount": %d, "currency": %q, "order_id": %q, "sequence": 1, "captured_at": %q, `+
 		`"customer_id": "cus_%d", "merchant_id": "mer_%d", "schema_version": 1}`,
 		100+(i*7919)%49900, []string{"EUR", "USD", "GBP", "JPY"}[i%4], orderID,
 		at.Format("2006-01-02T15:04:05.999999-07:00"), i%1000, i%50)
 	ev := outbox.Event{
-		ID:            uuid.MustParse(fmt.Sprintf("%s-0000-7000-8000-%012x", prefix, i)),
+		ID:            uuid.MustParse(fmt.Sprintf("%s-7%s-8%s-%012x", ms, tag[:3], tag[3:], i)),
 		AggregateType: "order", AggregateID: orderID, Type: "OrderCaptured", SchemaVersion: 1, Sequence: 1,
 		Payload: []byte(value), OccurredAt: at,
 		Headers: map[string]string{"traceparent": fmt.Sprintf("00-%032x-%016x-01", i, i)},

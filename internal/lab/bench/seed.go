@@ -10,18 +10,20 @@ import (
 
 // The seeds write OrderCaptured events shaped as the orders service writes
 // them (docs/events.md: the payload's fields, a W3C traceparent header), in
-// one INSERT … SELECT generate_series each, on the server. Ids are UUIDv7-like
-// (version 7, rising with i) as the service's are, so the primary keys grow
-// at their right edge as they do in production. Each call draws its own id
-// prefix, so seeds into one database never collide.
+// one INSERT … SELECT generate_series each, on the server. Ids are laid out
+// as the service's UUIDv7s: the first 48 bits the row's time in
+// milliseconds, then the seed's own random bits (newTag), then i. So a
+// history's keys lie below those of the events written after it, whose
+// inserts land at each index's right edge as they do in production, and
+// seeds into one database never collide.
 
-// seedRows returns the SELECT of n seeded events with ids starting with
-// prefix (newPrefix): columns i, event_id,
-// order_id (text), at (timestamptz), payload, headers. at is now() for a
-// backlog, and spread over the six days before now for history (inside the
-// relay's and the inbox's seven-day retention, so neither prunes it during a
-// run).
-func seedRows(prefix string, n int, history bool) string {
+// seedRows returns the SELECT of n seeded events with ids tagged tag
+// (newTag): columns i, event_id, order_id (text), at (timestamptz),
+// payload, headers. at is now() for a backlog, and spread over the six days
+// before now for history (inside the relay's and the inbox's seven-day
+// retention, so neither prunes it during a run); two SELECTs with one tag
+// give the same rows within one transaction.
+func seedRows(tag string, n int, history bool) string {
 	at := "now()"
 	if history {
 		at = fmt.Sprintf("now() - interval '6 days' * (1 - i::float8 / %d)", n)
@@ -32,13 +34,14 @@ func seedRows(prefix string, n int, history bool) string {
 		'amount', 100 + (i * 7919) %% 49900, 'currency', (ARRAY['EUR', 'USD', 'GBP', 'JPY'])[1 + i %% 4],
 		'captured_at', t) AS payload,
 	jsonb_build_object('traceparent', '00-' || lpad(to_hex(i), 32, '0') || '-' || lpad(to_hex(i), 16, '0') || '-01') AS headers
-FROM (SELECT i, '%[1]s-0000-7000-8000-' || lpad(to_hex(i), 12, '0') AS e,
-             '%[1]s-0001-7000-8000-' || lpad(to_hex(i), 12, '0') AS o, %[2]s AS t
-      FROM generate_series(1::bigint, %[3]d) AS i) AS s`, prefix, at, n)
+FROM (SELECT i, t, ms || '-7%[1]s-8%[2]s-' || lpad(to_hex(i), 12, '0') AS e,
+                   ms || '-7%[1]s-9%[2]s-' || lpad(to_hex(i), 12, '0') AS o
+      FROM (SELECT i, t, overlay(lpad(to_hex((extract(epoch FROM t) * 1000)::bigint), 12, '0') PLACING '-' FROM 9 FOR 0) AS ms
+            FROM (SELECT i, %[3]s AS t FROM generate_series(1::bigint, %[4]d) AS i) AS g) AS m) AS s`, tag[:3], tag[3:], at, n)
 }
 
-// newPrefix draws the first group of a seed's ids.
-func newPrefix() string { return fmt.Sprintf("%08x", rand.Uint32()) }
+// newTag draws the random bits of a seed's ids: six hex digits.
+func newTag() string { return fmt.Sprintf("%06x", rand.Uint32N(1<<24)) }
 
 // seedOutbox inserts n events for topic into the outbox: undispatched (a
 // backlog for the relays) or, with history, dispatched 20 ms after they were
@@ -63,7 +66,7 @@ func seedOutboxTx(ctx context.Context, conn *pgx.Conn, topic string, n, txs int,
 		sql := fmt.Sprintf(`INSERT INTO outbox (event_id, aggregate_type, aggregate_id, event_type, schema_version,
 		sequence, topic, payload, headers, occurred_at, created_at, dispatched_at)
 	SELECT event_id, 'order', order_id, 'OrderCaptured', 1, 1, $1, payload, headers, at, at, %s
-	FROM (%s) AS rows`, dispatched, seedRows(newPrefix(), n/txs, history))
+	FROM (%s) AS rows`, dispatched, seedRows(newTag(), n/txs, history))
 		if _, err := conn.Exec(ctx, sql, topic); err != nil {
 			return fmt.Errorf("seeding %d outbox rows: %w", n/txs, err)
 		}
@@ -75,21 +78,28 @@ func seedOutboxTx(ctx context.Context, conn *pgx.Conn, topic string, n, txs int,
 }
 
 // seedInbox inserts n processed events into a consumer's inbox, as the
-// ledger leaves them: the inbox row and its order's applied sequence.
+// ledger leaves them: the inbox row and its order's applied sequence, in one
+// transaction (the two SELECTs give the same rows).
 func seedInbox(ctx context.Context, conn *pgx.Conn, n int) error {
-	prefix := newPrefix()
-	for what, sql := range map[string]string{
-		"inbox": fmt.Sprintf(`INSERT INTO inbox (event_id, event_type, source, aggregate_id, sequence, event_time,
+	tag := newTag()
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		for what, sql := range map[string]string{
+			"inbox": fmt.Sprintf(`INSERT INTO inbox (event_id, event_type, source, aggregate_id, sequence, event_time,
 			payload, headers, status, attempts, received_at, processed_at, topic, kafka_partition, kafka_offset)
 		SELECT event_id, 'OrderCaptured', '/paylab/orders', order_id, 1, at, payload, headers,
 			'processed', 1, at, at, 'order-events', i %% 6, i / 6
-		FROM (%s) AS rows`, seedRows(prefix, n, true)),
-		"inbox_sequences": fmt.Sprintf(`INSERT INTO inbox_sequences (aggregate_id, applied_sequence, updated_at)
-		SELECT order_id, 1, at FROM (%s) AS rows`, seedRows(prefix, n, true)),
-	} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("seeding %d rows of %s: %w", n, what, err)
+		FROM (%s) AS rows`, seedRows(tag, n, true)),
+			"inbox_sequences": fmt.Sprintf(`INSERT INTO inbox_sequences (aggregate_id, applied_sequence, updated_at)
+		SELECT order_id, 1, at FROM (%s) AS rows`, seedRows(tag, n, true)),
+		} {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return fmt.Errorf("seeding %d rows of %s: %w", n, what, err)
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if _, err := conn.Exec(ctx, "VACUUM ANALYZE inbox, inbox_sequences"); err != nil {
 		return fmt.Errorf("vacuuming the inbox: %w", err)
