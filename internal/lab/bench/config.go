@@ -25,7 +25,8 @@ type Sizes struct {
 	E2EDuration     time.Duration `json:"e2e_ns"`            // S4: load per mode
 	Settle          time.Duration `json:"settle_ns"`         // S4: longest wait for the ledger to catch up (a deadline, not a window)
 	History         int           `json:"history"`           // S5: dispatched outbox rows and processed inbox rows
-	Rounds          int           `json:"rounds"`            // B1/S1, C1 and S5's S4: rounds, contenders alternated; the median is reported
+	Rounds          int           `json:"rounds"`            // B1/S1 and C1: rounds, contenders alternated; the median is reported
+	GrowthRounds    int           `json:"growth_rounds"`     // S5's S4: rounds on and off the history, alternated; each side's pooled
 	PeerRounds      int           `json:"peer_rounds"`       // the peers' drains: rounds, contenders alternated; the median is reported
 	PeerBacklogs    []int         `json:"peer_backlogs"`     // the peers' stage: backlogs drained by each contender
 }
@@ -35,12 +36,12 @@ var (
 	Full = Sizes{
 		Name: "full", Concurrency: []int{8, 32}, Warmup: 2 * time.Second, CaptureDuration: 10 * time.Second, MinOps: 1000,
 		Backlog: 100_000, ConsumeWindow: 30 * time.Second, E2EDuration: 20 * time.Second, Settle: 90 * time.Second,
-		History: 5_000_000, Rounds: 3, PeerRounds: 5, PeerBacklogs: []int{100_000, 1_000_000},
+		History: 5_000_000, Rounds: 3, GrowthRounds: 5, PeerRounds: 5, PeerBacklogs: []int{100_000, 1_000_000},
 	}
 	Quick = Sizes{
 		Name: "quick", Concurrency: []int{8, 32}, Warmup: 200 * time.Millisecond, CaptureDuration: time.Second, MinOps: 50,
 		Backlog: 2000, ConsumeWindow: 2 * time.Second, E2EDuration: 2 * time.Second, Settle: 5 * time.Minute,
-		History: 20_000, Rounds: 1, PeerRounds: 1, PeerBacklogs: []int{2000},
+		History: 20_000, Rounds: 1, GrowthRounds: 1, PeerRounds: 1, PeerBacklogs: []int{2000},
 	}
 )
 
@@ -86,7 +87,7 @@ func (c *Config) validate() error {
 		return errors.New("bench: no Kafka brokers")
 	case !c.runs("S1") && c.runs("S4", "S5") && c.S1Rate <= 0:
 		return errors.New("bench: S4 and S5 without S1 need S1's rate")
-	case len(c.Sizes.Concurrency) == 0 || c.Sizes.Backlog < 2 || c.Sizes.History < 1 || c.Sizes.Rounds < 1 || c.Sizes.PeerRounds < 1:
+	case len(c.Sizes.Concurrency) == 0 || c.Sizes.Backlog < 2 || c.Sizes.History < 1 || c.Sizes.Rounds < 1 || c.Sizes.GrowthRounds < 1 || c.Sizes.PeerRounds < 1:
 		return fmt.Errorf("bench: sizes %q are incomplete", c.Sizes.Name)
 	}
 	for _, st := range c.Stages {

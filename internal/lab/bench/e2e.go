@@ -28,6 +28,9 @@ type E2EResult struct {
 	Applied        Latency        `json:"commit_to_applied"`   // outbox created_at → journal entry created_at
 	Listens        int            `json:"listen_statements"`   // the relay's LISTENs: 1, or 0 polling only
 	CPU            *PipelineCPU   `json:"cpu,omitempty"`       // from the load's start until the ledger caught up
+	// published and applied are the samples Published and Applied
+	// summarise (their missing ones counted there), for pooling runs.
+	published, applied []time.Duration
 }
 
 // The modes of S4.
@@ -158,8 +161,13 @@ func (e *env) endToEnd(ctx context.Context, p *pipeline, pollingOnly bool, rate 
 	if res.Payments == 0 {
 		return res, fmt.Errorf("no payment was captured: %v %v", rep.StatusCode, rep.Errors)
 	}
-	res.Published, res.Applied, err = e2eLatencies(ctx, orders, ledger, lastEvent, firstEntry)
-	return res, err
+	var events int
+	if res.published, res.applied, events, err = e2eLatencies(ctx, orders, ledger, lastEvent, firstEntry); err != nil {
+		return res, err
+	}
+	res.Published = distribution(res.published, events-len(res.published))
+	res.Applied = distribution(res.applied, events-len(res.applied))
+	return res, nil
 }
 
 // maxID returns the newest id of table (0 while it is empty): the rows of
@@ -194,8 +202,10 @@ func waitApplied(ctx context.Context, orders, ledger *pgx.Conn, lastEvent, lastE
 	return nil
 }
 
-// e2eLatencies joins the run's outbox rows with the ledger's entries.
-func e2eLatencies(ctx context.Context, orders, ledger *pgx.Conn, lastEvent, lastEntry int64) (published, applied Latency, err error) {
+// e2eLatencies joins the run's outbox rows with the ledger's entries: how
+// long each event took to be published and to be applied, of how many
+// events (the others were not, by the time of the join).
+func e2eLatencies(ctx context.Context, orders, ledger *pgx.Conn, lastEvent, lastEntry int64) (published, applied []time.Duration, n int, err error) {
 	type times struct {
 		created    time.Time
 		dispatched *time.Time
@@ -203,7 +213,7 @@ func e2eLatencies(ctx context.Context, orders, ledger *pgx.Conn, lastEvent, last
 	events := map[uuid.UUID]times{}
 	rows, err := orders.Query(ctx, `SELECT event_id, created_at, dispatched_at FROM outbox WHERE id > $1`, lastEvent)
 	if err != nil {
-		return published, applied, err
+		return nil, nil, 0, err
 	}
 	for rows.Next() {
 		var (
@@ -212,17 +222,17 @@ func e2eLatencies(ctx context.Context, orders, ledger *pgx.Conn, lastEvent, last
 		)
 		if err := rows.Scan(&id, &t.created, &t.dispatched); err != nil {
 			rows.Close()
-			return published, applied, err
+			return nil, nil, 0, err
 		}
 		events[id] = t
 	}
 	if err := rows.Err(); err != nil {
-		return published, applied, err
+		return nil, nil, 0, err
 	}
 	entries := map[uuid.UUID]time.Time{}
 	rows, err = ledger.Query(ctx, `SELECT event_id, min(created_at) FROM journal_entries WHERE id > $1 GROUP BY event_id`, lastEntry)
 	if err != nil {
-		return published, applied, err
+		return nil, nil, 0, err
 	}
 	for rows.Next() {
 		var (
@@ -231,24 +241,23 @@ func e2eLatencies(ctx context.Context, orders, ledger *pgx.Conn, lastEvent, last
 		)
 		if err := rows.Scan(&id, &t); err != nil {
 			rows.Close()
-			return published, applied, err
+			return nil, nil, 0, err
 		}
 		entries[id] = t
 	}
 	if err := rows.Err(); err != nil {
-		return published, applied, err
-	}
-	var pub, app []time.Duration
-	for id, t := range events {
-		if t.dispatched != nil {
-			pub = append(pub, t.dispatched.Sub(t.created))
-		}
-		if at, ok := entries[id]; ok {
-			app = append(app, at.Sub(t.created))
-		}
+		return nil, nil, 0, err
 	}
 	if len(events) == 0 {
-		return published, applied, errors.New("no event was written")
+		return nil, nil, 0, errors.New("no event was written")
 	}
-	return distribution(pub, len(events)-len(pub)), distribution(app, len(events)-len(app)), nil
+	for id, t := range events {
+		if t.dispatched != nil {
+			published = append(published, t.dispatched.Sub(t.created))
+		}
+		if at, ok := entries[id]; ok {
+			applied = append(applied, at.Sub(t.created))
+		}
+	}
+	return published, applied, len(events), nil
 }

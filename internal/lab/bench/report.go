@@ -48,11 +48,15 @@ type Growth struct {
 	SeedSeconds float64     `json:"seed_seconds"`
 	S2          DrainResult `json:"s2_relay_drain"`
 	// S4 are the runs on the history, every round's; Base the runs on fresh
-	// databases they alternated with, Rounds of each. (A report without
+	// databases they alternated with, Rounds of each. Pooled and BasePooled
+	// are each side's runs as one per mode and load: their events' latencies
+	// as one distribution, which history is judged by. (A report without
 	// Base compared its one run per mode with S4's.)
-	S4     []E2EResult `json:"s4_end_to_end"`
-	Base   []E2EResult `json:"s4_without_history,omitempty"`
-	Rounds int         `json:"rounds,omitempty"`
+	S4         []E2EResult `json:"s4_end_to_end"`
+	Base       []E2EResult `json:"s4_without_history,omitempty"`
+	Pooled     []E2EResult `json:"s4_pooled,omitempty"`
+	BasePooled []E2EResult `json:"s4_without_history_pooled,omitempty"`
+	Rounds     int         `json:"rounds,omitempty"`
 }
 
 // Row is one line of the table: a figure, and against its baseline the

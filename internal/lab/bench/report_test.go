@@ -102,7 +102,7 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 			{Percent: 50, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 140}}, {Percent: 50, Mode: modePolling, Applied: Latency{P50: 100, P99: 1000}},
 		},
 		S5: Growth{History: 10, S2: DrainResult{Relays: 1, PerSecond: 5500},
-			S4: []E2EResult{{Percent: 50, Mode: modeNotify, Applied: Latency{P99: 150}}, {Percent: 50, Mode: modePolling, Applied: Latency{P50: 105, P99: 1100}}}},
+			Pooled: []E2EResult{{Percent: 50, Mode: modeNotify, Applied: Latency{P99: 150}}, {Percent: 50, Mode: modePolling, Applied: Latency{P50: 105, P99: 1100}}}},
 	}
 	bad := good
 	bad.S1 = []CaptureResult{{Concurrency: 8, PerSecond: 840}, {Concurrency: 32, PerSecond: 700}}
@@ -116,7 +116,7 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 		{Percent: 50, Mode: modeNotify, Listens: 1, Applied: Latency{P99: 151}}, {Percent: 50, Mode: modePolling, Applied: Latency{P50: 100, P99: Millis(math.Inf(1))}},
 	}
 	bad.S5.S2.PerSecond = 3500
-	bad.S5.S4 = []E2EResult{{Percent: 50, Mode: modeNotify, Applied: Latency{P99: 167}}, {Percent: 50, Mode: modePolling, Applied: Latency{P50: 120, P99: 1200}}}
+	bad.S5.Pooled = []E2EResult{{Percent: 50, Mode: modeNotify, Applied: Latency{P99: 167}}, {Percent: 50, Mode: modePolling, Applied: Latency{P50: 120, P99: 1200}}}
 
 	verdicts := func(st Stages) (pass, miss int, table string) {
 		r := Report{Rows: rows(st, Full)}
@@ -145,25 +145,39 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 	}
 }
 
-// S5 judges history by the median of its runs against the median of the
-// runs without history they alternated with, not by one run of each: by
-// p99 with LISTEN/NOTIFY, by p50 polling only.
-func TestGrowthRowsCompareMedians(t *testing.T) {
+// S5 judges history by the rounds on it pooled against the rounds without
+// it they alternated with, pooled: the latencies of all a side's events as
+// one distribution, not the rounds' own p99s. By p99 with LISTEN/NOTIFY, by
+// p50 polling only.
+func TestGrowthRowsComparePooledRounds(t *testing.T) {
 	t.Parallel()
-	run := func(mode string, p50, p99 Millis) E2EResult {
-		return E2EResult{Percent: 50, Mode: mode, Payments: 100, Rate: 10, Applied: Latency{P50: p50, P99: p99, Max: p99 + 1}}
+	// run is a run of 100 events: n at each latency given, by pairs.
+	run := func(mode string, counts ...int) E2EResult {
+		r := E2EResult{Percent: 25, Mode: mode, Rate: 10, Payments: 100, API: Latency{N: 100}}
+		for i := 0; i < len(counts); i += 2 {
+			for range counts[i] {
+				r.applied = append(r.applied, time.Duration(counts[i+1])*time.Millisecond)
+			}
+		}
+		r.Applied = distribution(r.applied, 100-len(r.applied))
+		return r
 	}
-	g := Growth{History: 10, Rounds: 3,
+	// On the history one round meets a stall: two events at 400 ms, that
+	// round's p99. Pooled with the other round, they are 1 % of the tail.
+	g := Growth{History: 10, Rounds: 2,
 		S4: []E2EResult{
-			run(modeNotify, 10, 100), run(modePolling, 40, 1300), run(modeNotify, 50, 500),
-			run(modePolling, 30, 90), run(modeNotify, 20, 160), run(modePolling, 60, 1200)},
+			run(modeNotify, 98, 20, 2, 400), run(modePolling, 100, 30),
+			run(modeNotify, 100, 20), run(modePolling, 100, 40)},
 		Base: []E2EResult{
-			run(modeNotify, 10, 150), run(modePolling, 35, 80), run(modeNotify, 20, 900),
-			run(modePolling, 50, 1100), run(modeNotify, 30, 140), run(modePolling, 38, 100)},
+			run(modeNotify, 100, 20), run(modePolling, 100, 30),
+			run(modeNotify, 99, 19, 1, 20), run(modePolling, 100, 30)},
 	}
-	// S4's own runs, the last run of each or the p99s of polling only would
-	// each give another verdict.
-	s4 := []E2EResult{run(modeNotify, 10, 90), run(modePolling, 20, 1000)}
+	g.Pooled, g.BasePooled = pooled(g.S4), pooled(g.Base)
+	if n := g.Pooled[0]; n.Payments != 200 || n.API.N != 200 || n.Applied.N != 200 || n.Applied.P99 != 20 || n.Applied.Max != 400 {
+		t.Fatalf("pooled LISTEN/NOTIFY on the history: %+v", n)
+	}
+	// S4's own runs would give another verdict.
+	s4 := []E2EResult{run(modeNotify, 100, 10), run(modePolling, 100, 20)}
 	type judged struct {
 		what, target, verdict string
 		ratio                 float64
@@ -180,24 +194,34 @@ func TestGrowthRowsCompareMedians(t *testing.T) {
 		return got
 	}
 	want := []judged{
-		{"S4 without history at 50 % of S1, LISTEN/NOTIFY, median of 3 (p99 140ms–900ms)", "", "", 0},
-		{"S4 with history at 50 % of S1, LISTEN/NOTIFY, median of 3 (p99 100ms–500ms)", "p99 ≤ 1.10", Pass, 1.067},
-		{"S4 without history at 50 % of S1, polling only, median of 3 (p50 35ms–50ms)", "", "", 0},
-		{"S4 with history at 50 % of S1, polling only, median of 3 (p50 30ms–60ms)", "p50 ≤ 1.10", Pass, 1.053},
+		{"S4 without history at 25 % of S1, LISTEN/NOTIFY, 2 rounds pooled (each round's p99 19ms–20ms)", "", "", 0},
+		{"S4 with history at 25 % of S1, LISTEN/NOTIFY, 2 rounds pooled (each round's p99 20ms–400ms)", "p99 ≤ 1.10", Pass, 1},
+		{"S4 without history at 25 % of S1, polling only, 2 rounds pooled (each round's p50 30ms–30ms)", "", "", 0},
+		{"S4 with history at 25 % of S1, polling only, 2 rounds pooled (each round's p50 30ms–40ms)", "p50 ≤ 1.10", Pass, 1},
 	}
 	if got := judge(growthRows(g, s4)); !reflect.DeepEqual(got, want) {
 		t.Errorf("rows\n got %+v\nwant %+v", got, want)
 	}
-	g.S4[4].Applied.P99 = 170 // median 170 against 150: history costs 13 %
-	g.S4[1].Applied.P50 = 45  // median 45 against 38
+	// The stall in every round on the history is 2 % of its events: the
+	// pooled p99. Polling, the slower events set the pooled p50 once they
+	// are more than half of all.
+	g.S4[2] = run(modeNotify, 98, 20, 2, 400)
+	g.S4[1] = run(modePolling, 49, 30, 51, 40)
+	g.Pooled = pooled(g.S4)
 	rows := growthRows(g, s4)
-	if rows[1].Verdict != Miss || rows[3].Verdict != Miss {
-		t.Errorf("170 ms against 150 ms, 45 ms against 38 ms: %+v", judge(rows))
+	if rows[1].Verdict != Miss || *rows[1].Ratio != 20 || rows[3].Verdict != Miss || *rows[3].Ratio != 40.0/30 {
+		t.Errorf("a stall in every round, most events slower polling: %+v", judge(rows))
+	}
+	// An event the ledger never applied is slower than all of them.
+	g.Base[0] = run(modeNotify, 97, 20)
+	g.Base[2] = run(modeNotify, 97, 20)
+	if b := pooled(g.Base)[0].Applied; b.N != 200 || b.Missing != 6 || !math.IsInf(float64(b.P99), 1) {
+		t.Errorf("pooled with 6 of 200 never applied: %+v", b)
 	}
 	// Without runs of its own, S5 compares with S4.
-	g.Base = nil
+	g.Base, g.BasePooled = nil, nil
 	rows = growthRows(g, s4)
-	if len(rows) != 2 || rows[0].Baseline != "S4 LISTEN/NOTIFY p99" || *rows[0].Ratio != 170.0/90 || rows[1].Baseline != "S4 polling only p50" || *rows[1].Ratio != 45.0/20 {
+	if len(rows) != 2 || rows[0].Baseline != "S4 LISTEN/NOTIFY p99" || *rows[0].Ratio != 400.0/10 || rows[1].Baseline != "S4 polling only p50" || *rows[1].Ratio != 40.0/20 {
 		t.Errorf("against S4: %+v", judge(rows))
 	}
 }

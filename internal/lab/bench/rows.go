@@ -124,39 +124,40 @@ func rows(st Stages, s Sizes) []Row {
 	return out
 }
 
-// growthRows are S5's S4 rows: per mode, the median run on the history
-// against the median of the runs without it that alternated with them (a
-// report without those compares its runs with S4's). LISTEN/NOTIFY is
-// judged by p99. Polling only is judged by p50: its p99 is set by whether
-// the relay, once in the run, found nothing and slept a whole poll interval
-// (a moment's gap in the stream), which history does not decide.
+// growthRows are S5's S4 rows: per mode, the runs on the history pooled
+// against the runs without it that alternated with them, pooled (a report
+// without those compares its runs with S4's). LISTEN/NOTIFY is judged by
+// p99. Polling only is judged by p50: its p99 is set by whether the relay,
+// once in the run, found nothing and slept a whole poll interval (a
+// moment's gap in the stream), which history does not decide.
 func growthRows(g Growth, s4 []E2EResult) []Row {
 	var out []Row
-	for _, m := range e2eModes(g.S4) {
-		stat, statName := growthStat(m.Mode)
-		with := e2eMedian(g.S4, m, stat)
-		without := e2eMedian(g.Base, m, stat)
-		name := "S4 " + m.Mode + " " + statName
-		if without == nil {
-			if i := slices.IndexFunc(s4, func(b E2EResult) bool { return b.Mode == m.Mode && b.Percent == m.Percent }); i >= 0 {
-				without = &s4[i]
-			}
-		} else {
-			row := e2eRow("S5", fmt.Sprintf("S4 without history at %d %% of S1, %s", m.Percent, m.Mode)+medianOfRuns(g.Base, m, stat, statName), *without)
+	for _, with := range g.Pooled {
+		stat, statName := growthStat(with.Mode)
+		name := "S4 " + with.Mode + " " + statName
+		var without *E2EResult
+		if i := slices.IndexFunc(g.BasePooled, with.sameLoad); i >= 0 {
+			without = &g.BasePooled[i]
+			row := e2eRow("S5", fmt.Sprintf("S4 without history at %d %% of S1, %s", with.Percent, with.Mode)+pooledRuns(g.Base, with, stat, statName), *without)
 			row.Target, row.Verdict = "", "" // S4's rows carry S4's targets
 			out = append(out, row)
 			name = "without history " + statName
+		} else if i := slices.IndexFunc(s4, with.sameLoad); i >= 0 {
+			without = &s4[i]
 		}
-		row := e2eRow("S5", fmt.Sprintf("S4 with history at %d %% of S1, %s", m.Percent, m.Mode)+medianOfRuns(g.S4, m, stat, statName), *with)
+		row := e2eRow("S5", fmt.Sprintf("S4 with history at %d %% of S1, %s", with.Percent, with.Mode)+pooledRuns(g.S4, with, stat, statName), with)
 		row.Baseline, row.Ratio, row.Target = name, nil, fmt.Sprintf("%s ≤ %.2f", statName, 1+targetGrowth)
 		if without != nil {
-			row.Ratio = ratio(float64(stat(*with)), float64(stat(*without)))
+			row.Ratio = ratio(float64(stat(with)), float64(stat(*without)))
 		}
 		row.Verdict = verdict(row.Ratio != nil && *row.Ratio <= 1+targetGrowth)
 		out = append(out, row)
 	}
 	return out
 }
+
+// sameLoad reports whether r ran in m's mode and at m's load.
+func (m E2EResult) sameLoad(r E2EResult) bool { return r.Mode == m.Mode && r.Percent == m.Percent }
 
 // growthStat is the latency S5 judges a mode by, and its name.
 func growthStat(mode string) (func(E2EResult) Millis, string) {
@@ -170,7 +171,7 @@ func growthStat(mode string) (func(E2EResult) Millis, string) {
 func e2eModes(runs []E2EResult) []E2EResult {
 	var modes []E2EResult
 	for _, r := range runs {
-		if !slices.ContainsFunc(modes, func(m E2EResult) bool { return m.Mode == r.Mode && m.Percent == r.Percent }) {
+		if !slices.ContainsFunc(modes, r.sameLoad) {
 			modes = append(modes, E2EResult{Mode: r.Mode, Percent: r.Percent})
 		}
 	}
@@ -181,26 +182,16 @@ func e2eModes(runs []E2EResult) []E2EResult {
 func e2eRuns(runs []E2EResult, m E2EResult) []E2EResult {
 	var out []E2EResult
 	for _, r := range runs {
-		if r.Mode == m.Mode && r.Percent == m.Percent {
+		if m.sameLoad(r) {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// e2eMedian is the run of m's mode and load with the median stat, or nil.
-func e2eMedian(runs []E2EResult, m E2EResult, stat func(E2EResult) Millis) *E2EResult {
-	rs := e2eRuns(runs, m)
-	if len(rs) == 0 {
-		return nil
-	}
-	r := median(rs, func(r E2EResult) float64 { return float64(stat(r)) })
-	return &r
-}
-
-// medianOfRuns says, when there are several runs of m, that a row is their
-// median and what their stat spanned.
-func medianOfRuns(runs []E2EResult, m E2EResult, stat func(E2EResult) Millis, statName string) string {
+// pooledRuns says, when there are several runs of m, that a row pools
+// them, and how far the rounds' own stat spread.
+func pooledRuns(runs []E2EResult, m E2EResult, stat func(E2EResult) Millis, statName string) string {
 	rs := e2eRuns(runs, m)
 	if len(rs) < 2 {
 		return ""
@@ -209,7 +200,7 @@ func medianOfRuns(runs []E2EResult, m E2EResult, stat func(E2EResult) Millis, st
 	for _, r := range rs {
 		lo, hi = min(lo, stat(r)), max(hi, stat(r))
 	}
-	return fmt.Sprintf(", median of %d (%s %s–%s)", len(rs), statName, fmtMillis(&lo), fmtMillis(&hi))
+	return fmt.Sprintf(", %d rounds pooled (each round's %s %s–%s)", len(rs), statName, fmtMillis(&lo), fmtMillis(&hi))
 }
 
 // writeRows are C1's rows: each contender at each concurrency, against the
@@ -284,13 +275,8 @@ func notes(st Stages, s Sizes) []string {
 	for _, r := range st.S4 {
 		n = append(n, overload("S4", r, st.S3.PerSecond)...)
 	}
-	for _, m := range e2eModes(st.S5.S4) {
-		stat, _ := growthStat(m.Mode)
-		for _, r := range []*E2EResult{e2eMedian(st.S5.Base, m, stat), e2eMedian(st.S5.S4, m, stat)} {
-			if r != nil {
-				n = append(n, overload("S5", *r, st.S3.PerSecond)...)
-			}
-		}
+	for _, r := range slices.Concat(st.S5.Base, st.S5.S4) {
+		n = append(n, overload("S5", r, st.S3.PerSecond)...)
 	}
 	if len(st.P1) > 0 {
 		n = append(n, fmt.Sprintf("P1 (--peers): each contender drains a backlog written in %d equal transactions the way it is meant to be written (paylab: INSERT into the outbox; Debezium: INSERT into its outbox table; Watermill: its transactional SQL publisher), on a fresh database and 6-partition topic of the same servers, checkpointed before the clock starts, contenders alternated, median of %d rounds with the slowest and fastest in brackets. paylab-poll and paylab-wal: the orders binary's relay command as a user starts it, its defaults with RELAY_MODE=poll or wal (and in WAL mode RELAY_SLOT naming a slot made before the backlog); paylab-poll-delete: paylab-poll with RELAY_DELETE_DISPATCHED=true (published rows deleted, no history kept: a setting's trade-off, without a target); for the three, the clock runs from process start to the last event in the topic; Debezium %s (internal/lab/peers/debezium/pom.xml): embedded engine, pgoutput, outbox EventRouter, KafkaProducer acks=all idempotent, offsets committed after each acknowledged batch, clock from engine start (JVM launch excluded); Watermill: forwarder, SQL subscriber → Kafka publisher, clock until the topic holds every record. CPU: PostgreSQL's and the broker's from /proc over the drain, the contender's its own.",
@@ -300,7 +286,7 @@ func notes(st Stages, s Sizes) []string {
 		n = append(n, fmt.Sprintf("S5: %d dispatched outbox rows and %d processed inbox rows (with their orders' sequences), seeded, vacuumed and checkpointed in %.0fs, before S2 and S4 run again.",
 			st.S5.History, st.S5.History, st.S5.SeedSeconds))
 		if len(st.S5.Base) > 0 {
-			n = append(n, fmt.Sprintf("  S5's S4: %d round(s) at %d %% of S1 (at 50 %% the pipeline keeps both cores busy and single runs collapse into queues of seconds, with or without history), each on the history and on a pipeline of fresh databases (the API and ledger binaries started once for each), alternated; per mode the run with the median of each is reported, and history is judged by the ratio of the two medians: of p99 with LISTEN/NOTIFY, of p50 polling only, whose p99 is set by whether the relay, once in the run, found the outbox empty and slept a whole poll interval.", st.S5.Rounds, st.S5.Base[0].Percent))
+			n = append(n, fmt.Sprintf("  S5's S4: %d round(s) at %d %% of S1 (at 50 %% the pipeline keeps both cores busy and single runs collapse into queues of seconds, with or without history), each on the history and on a pipeline of fresh databases (the API and ledger binaries started once for each, and each pipeline run once unmeasured first), alternated; per mode each side's rounds are pooled, their events' latencies taken as one distribution (a stall that sets one round's p99 is one part in the rounds of the pooled tail), and history is judged by the ratio of the two sides' pooled latencies: of p99 with LISTEN/NOTIFY, of p50 polling only, whose p99 is set by whether the relay, once in the run, found the outbox empty and slept a whole poll interval.", st.S5.Rounds, st.S5.Base[0].Percent))
 		}
 	}
 	return n
