@@ -26,7 +26,7 @@ type Sizes struct {
 	Settle          time.Duration `json:"settle_ns"`         // S4: longest wait for the ledger to catch up (a deadline, not a window)
 	History         int           `json:"history"`           // S5: dispatched outbox rows and processed inbox rows
 	Rounds          int           `json:"rounds"`            // B1/S1 and C1: rounds, contenders alternated; the median is reported
-	GrowthRounds    int           `json:"growth_rounds"`     // S5's S4: rounds on and off the history, alternated; each side's pooled
+	GrowthRounds    int           `json:"growth_rounds"`     // S5: rounds of S2 and S4 on and off the history, alternated
 	PeerRounds      int           `json:"peer_rounds"`       // the peers' drains: rounds, contenders alternated; the median is reported
 	PeerBacklogs    []int         `json:"peer_backlogs"`     // the peers' stage: backlogs drained by each contender
 }

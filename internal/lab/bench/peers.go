@@ -103,7 +103,7 @@ func (e *env) peerDrains(ctx context.Context, t peerTools, s Sizes) ([]PeerDrain
 		}
 		for _, name := range contenders {
 			d := PeerDrain{Contender: name, Rounds: rounds}
-			d.DrainResult, d.MinPerSecond, d.MaxPerSecond = medianSpread(results[name], func(r DrainResult) float64 { return r.PerSecond })
+			d.DrainResult, d.MinPerSecond, d.MaxPerSecond = medianSpread(results[name], drainRate)
 			out = append(out, d)
 		}
 	}

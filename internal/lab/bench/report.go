@@ -44,9 +44,13 @@ type Stages struct {
 
 // Growth is S5: S2 and S4 again on tables with a long history.
 type Growth struct {
-	History     int         `json:"history"` // rows in the outbox and in the inbox
-	SeedSeconds float64     `json:"seed_seconds"`
-	S2          DrainResult `json:"s2_relay_drain"`
+	History     int     `json:"history"` // rows in the outbox and in the inbox
+	SeedSeconds float64 `json:"seed_seconds"`
+	// S2 is the median of S2Runs, the drains on the history; S2Base the
+	// drains on a fresh database they alternated with.
+	S2     DrainResult   `json:"s2_relay_drain"`
+	S2Runs []DrainResult `json:"s2_runs,omitempty"`
+	S2Base []DrainResult `json:"s2_without_history,omitempty"`
 	// S4 are the runs on the history, every round's; Base the runs on fresh
 	// databases they alternated with, Rounds of each. Pooled and BasePooled
 	// are each side's runs as one per mode and load: their events' latencies

@@ -226,6 +226,44 @@ func TestGrowthRowsComparePooledRounds(t *testing.T) {
 	}
 }
 
+// S5's S2 is judged by the median of its drains on the history against the
+// median of the drains on a fresh database it alternated with, not against
+// S2 of the run's start.
+func TestGrowthS2AgainstTheDrainsItAlternatedWith(t *testing.T) {
+	t.Parallel()
+	d := func(rates ...float64) []DrainResult {
+		var out []DrainResult
+		for _, r := range rates {
+			out = append(out, DrainResult{Relays: 1, Events: 100, PerSecond: r})
+		}
+		return out
+	}
+	st := Stages{S2: d(60000, 60000)}
+	st.S2[1].Relays = 3
+	st.S5 = Growth{History: 10, S2Runs: d(40000, 50000, 45000), S2Base: d(50000, 48000, 52000)}
+	st.S5.S2 = median(st.S5.S2Runs, drainRate)
+	s5 := func() []Row {
+		var out []Row
+		for _, r := range rows(st, Full) {
+			if r.Stage == "S5" {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	got := s5()
+	if len(got) != 2 || got[0].What != "S2 without history, 1 relay, median of 3" || got[0].Figure != "50000 events/s (48000–52000)" ||
+		got[1].What != "S2 with 10 rows of history, 1 relay, median of 3" || got[1].Figure != "45000 events/s (40000–50000)" ||
+		got[1].Baseline != "without history" || *got[1].Ratio != 0.9 || got[1].Verdict != Pass {
+		t.Fatalf("rows %+v", got)
+	}
+	st.S5.S2Runs[2].PerSecond = 44000
+	st.S5.S2 = median(st.S5.S2Runs, drainRate)
+	if got := s5(); *got[1].Ratio != 0.88 || got[1].Verdict != Miss {
+		t.Errorf("44 000 against 50 000: %+v", got[1])
+	}
+}
+
 // P1 holds paylab's relays to 1.0× Debezium below a million events; from a
 // million on the polling relay to 1.0× and the WAL relay to 2.5×, and the
 // WAL relay's own CPU to 12 µs per event.

@@ -114,14 +114,35 @@ func rows(st Stages, s Sizes) []Row {
 	out = append(out, peerRows(st.P1)...)
 	if st.S5.History > 0 {
 		g := st.S5
-		row := Row{Stage: "S5", What: fmt.Sprintf("S2 with %d rows of history, 1 relay", g.History),
-			Figure: rate(g.S2.PerSecond, "events/s"), Baseline: "S2 1 relay", Ratio: ratio(g.S2.PerSecond, one.PerSecond),
+		base, baseName := one.PerSecond, "S2 1 relay"
+		if len(g.S2Base) > 0 {
+			m := median(g.S2Base, drainRate)
+			what, spread := drainRounds(g.S2Base)
+			out = append(out, Row{Stage: "S5", What: "S2 without history, 1 relay" + what, Figure: rate(m.PerSecond, "events/s") + spread})
+			base, baseName = m.PerSecond, "without history"
+		}
+		what, spread := drainRounds(g.S2Runs)
+		row := Row{Stage: "S5", What: fmt.Sprintf("S2 with %d rows of history, 1 relay", g.History) + what,
+			Figure: rate(g.S2.PerSecond, "events/s") + spread, Baseline: baseName, Ratio: ratio(g.S2.PerSecond, base),
 			Target: fmt.Sprintf("≥ %.2f", 1-targetGrowth)}
 		row.Verdict = verdict(row.Ratio != nil && *row.Ratio >= 1-targetGrowth)
 		out = append(out, row)
 		out = append(out, growthRows(g, st.S4)...)
 	}
 	return out
+}
+
+// drainRate is a drain's rate, for median and medianSpread.
+func drainRate(d DrainResult) float64 { return d.PerSecond }
+
+// drainRounds says, of several drains, that a row is their median, and gives
+// the slowest and fastest after its rate.
+func drainRounds(runs []DrainResult) (what, spread string) {
+	if len(runs) < 2 {
+		return "", ""
+	}
+	_, lo, hi := medianSpread(runs, drainRate)
+	return fmt.Sprintf(", median of %d", len(runs)), fmt.Sprintf(" (%.0f–%.0f)", lo, hi)
 }
 
 // growthRows are S5's S4 rows: per mode, the runs on the history pooled
@@ -283,8 +304,8 @@ func notes(st Stages, s Sizes) []string {
 			peerTransactions, st.P1[0].Rounds, "3.6.1.Final"))
 	}
 	if st.S5.History > 0 {
-		n = append(n, fmt.Sprintf("S5: %d dispatched outbox rows and %d processed inbox rows (with their orders' sequences), seeded, vacuumed and checkpointed in %.0fs, before S2 and S4 run again.",
-			st.S5.History, st.S5.History, st.S5.SeedSeconds))
+		n = append(n, fmt.Sprintf("S5: %d dispatched outbox rows and %d processed inbox rows (with their orders' sequences), seeded, vacuumed and checkpointed in %.0fs, before S2 and S4 run again. S2 drains a backlog of %d events with one relay on the history, alternated with the same on a fresh database, %d round(s) each, median of each.",
+			st.S5.History, st.S5.History, st.S5.SeedSeconds, s.Backlog, len(st.S5.S2Runs)))
 		if len(st.S5.Base) > 0 {
 			n = append(n, fmt.Sprintf("  S5's S4: %d round(s) at %d %% of S1 (at 50 %% the pipeline keeps both cores busy and single runs collapse into queues of seconds, with or without history), each on the history and on a pipeline of fresh databases (the API and ledger binaries started once for each, and each pipeline run once unmeasured first), alternated; per mode each side's rounds are pooled, their events' latencies taken as one distribution (a stall that sets one round's p99 is one part in the rounds of the pooled tail), and history is judged by the ratio of the two sides' pooled latencies: of p99 with LISTEN/NOTIFY, of p50 polling only, whose p99 is set by whether the relay, once in the run, found the outbox empty and slept a whole poll interval.", st.S5.Rounds, st.S5.Base[0].Percent))
 		}
