@@ -291,7 +291,7 @@ func notes(st Stages, s Sizes) []string {
 	}
 	n = append(n,
 		"B3: a consumer group marking offsets as the inbox does, nothing else; S3: the ledger binary (inbox on, defaults) on the same topic, for at most "+s.ConsumeWindow.String()+" of its run (longer until "+strconv.Itoa(s.MinOps)+" are processed), from its journal's created_at. Its variants change one thing each: INBOX_ENABLED=false, INBOX_BATCH_SIZE=1, or a copy of the topic where every fifth message repeats an earlier event (the rate counts events applied once).",
-		fmt.Sprintf("S4: the orders API and ledger binaries and one relay; payments at 25%% and at 50%% of S1's best rate (open model, paylab load) for %s each, after %s at the same rate that is not measured (the relay is started for each run); commit → applied = ledger journal entry created_at − outbox created_at, both on the database clock; polling only runs the relay with outbox.RelayConfig.PollOnly, on its %s poll.", s.E2EDuration, s.Warmup, outbox.DefaultPollInterval),
+		fmt.Sprintf("S4: the orders API and ledger binaries and one relay; payments at 25%% and at 50%% of S1's best rate (open model, paylab load) for %s each, after %s at the same rate that is not measured (the relay is started for each run), the pipeline having run once at %d %% unmeasured first; commit → applied = ledger journal entry created_at − outbox created_at, both on the database clock; polling only runs the relay with outbox.RelayConfig.PollOnly, on its %s poll.", s.E2EDuration, s.Warmup, e2ePercents[0], outbox.DefaultPollInterval),
 	)
 	for _, r := range st.S4 {
 		n = append(n, overload("S4", r, st.S3.PerSecond)...)
