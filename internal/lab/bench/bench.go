@@ -284,19 +284,20 @@ func (e *env) growth(ctx context.Context, st *Stages, s Sizes, best float64) err
 		url string
 		out *[]DrainResult
 	}{{ordersURL, &g.S2Runs}, {freshURL, &g.S2Base}}
-	for round := range s.GrowthRounds {
-		for i := range drains {
-			side := (i + round) % len(drains) // alternate who goes first
-			b, err := e.newBacklog(ctx, fmt.Sprintf("s5s2-%d-%d", round, side), drains[side].url, s.Backlog)
-			if err != nil {
-				return err
-			}
-			r, err := e.drain(ctx, b, 1)
-			if err != nil {
-				return err
-			}
-			*drains[side].out = append(*drains[side].out, r)
+	err = alternated(s.GrowthRounds, len(drains), func(round, side int) error {
+		b, err := e.newBacklog(ctx, fmt.Sprintf("s5s2-%d-%d", round, side), drains[side].url, s.Backlog)
+		if err != nil {
+			return err
 		}
+		r, err := e.drain(ctx, b, 1)
+		if err != nil {
+			return err
+		}
+		*drains[side].out = append(*drains[side].out, r)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	g.S2 = median(g.S2Runs, drainRate)
 	history, err := e.newPipeline(ctx, "s5s4", ordersURL, ledgerURL)
@@ -320,13 +321,13 @@ func (e *env) growth(ctx context.Context, st *Stages, s Sizes, best float64) err
 			return err
 		}
 	}
-	for round := range s.GrowthRounds {
-		for i := range runs {
-			r := runs[(i+round)%len(runs)] // alternate who goes first
-			if *r.out, err = e.endToEndModes(ctx, r.p, best, pct, s, *r.out); err != nil {
-				return err
-			}
-		}
+	err = alternated(s.GrowthRounds, len(runs), func(_, side int) (err error) {
+		r := runs[side]
+		*r.out, err = e.endToEndModes(ctx, r.p, best, pct, s, *r.out)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	g.Pooled, g.BasePooled = pooled(g.S4), pooled(g.Base)
 	return nil

@@ -60,15 +60,17 @@ func (e *env) captures(ctx context.Context, s Sizes) (raw, floor, api []CaptureR
 	out := map[string]*[]CaptureResult{captureRaw: &raw, captureFloor: &floor, captureAPI: &api}
 	for _, c := range s.Concurrency {
 		rounds := map[string][]CaptureResult{}
-		for round := range s.Rounds {
-			for i := range contenders {
-				name := contenders[(i+round)%len(contenders)]
-				r, err := e.capture(ctx, s, name, c, round)
-				if err != nil {
-					return raw, floor, api, fmt.Errorf("%s, concurrency %d: %w", name, c, err)
-				}
-				rounds[name] = append(rounds[name], r)
+		err := alternated(s.Rounds, len(contenders), func(round, i int) error {
+			name := contenders[i]
+			r, err := e.capture(ctx, s, name, c, round)
+			if err != nil {
+				return fmt.Errorf("%s, concurrency %d: %w", name, c, err)
 			}
+			rounds[name] = append(rounds[name], r)
+			return nil
+		})
+		if err != nil {
+			return raw, floor, api, err
 		}
 		for _, name := range contenders {
 			m, lo, hi := medianSpread(rounds[name], func(r CaptureResult) float64 { return r.PerSecond })

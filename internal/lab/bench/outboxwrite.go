@@ -78,15 +78,17 @@ func (e *env) outboxWrites(ctx context.Context, s Sizes, watermill writePeer) ([
 	var out []WriteResult
 	for _, c := range s.Concurrency {
 		rounds := map[string][]CaptureResult{}
-		for round := range s.Rounds {
-			for i := range contenders {
-				name := contenders[(i+round)%len(contenders)] // alternate who goes first
-				r, err := e.outboxWrite(ctx, s, name, c, round, watermill)
-				if err != nil {
-					return out, fmt.Errorf("C1 %s, concurrency %d: %w", name, c, err)
-				}
-				rounds[name] = append(rounds[name], r)
+		err := alternated(s.Rounds, len(contenders), func(round, i int) error {
+			name := contenders[i]
+			r, err := e.outboxWrite(ctx, s, name, c, round, watermill)
+			if err != nil {
+				return fmt.Errorf("C1 %s, concurrency %d: %w", name, c, err)
 			}
+			rounds[name] = append(rounds[name], r)
+			return nil
+		})
+		if err != nil {
+			return out, err
 		}
 		for _, name := range contenders {
 			w := WriteResult{Contender: name}

@@ -90,16 +90,18 @@ func (e *env) peerDrains(ctx context.Context, t peerTools, s Sizes) ([]PeerDrain
 		}
 		rounds := s.PeerRounds
 		results := map[string][]DrainResult{}
-		for round := range rounds {
-			for i := range contenders {
-				name := contenders[(i+round)%len(contenders)]
-				r, err := e.peerDrain(ctx, t, name, n, txs)
-				if err != nil {
-					return out, fmt.Errorf("%s drain of %d: %w", name, n, err)
-				}
-				fmt.Fprintf(e.cfg.Log, "bench:   %s drained %d in %.1fs: %.0f events/s\n", name, n, r.Seconds, r.PerSecond)
-				results[name] = append(results[name], r)
+		err := alternated(rounds, len(contenders), func(_, i int) error {
+			name := contenders[i]
+			r, err := e.peerDrain(ctx, t, name, n, txs)
+			if err != nil {
+				return fmt.Errorf("%s drain of %d: %w", name, n, err)
 			}
+			fmt.Fprintf(e.cfg.Log, "bench:   %s drained %d in %.1fs: %.0f events/s\n", name, n, r.Seconds, r.PerSecond)
+			results[name] = append(results[name], r)
+			return nil
+		})
+		if err != nil {
+			return out, err
 		}
 		for _, name := range contenders {
 			d := PeerDrain{Contender: name, Rounds: rounds}
@@ -125,6 +127,20 @@ func (e *env) peerDrain(ctx context.Context, t peerTools, name string, n, txs in
 		return e.watermillDrain(ctx, t.watermill, n, n/txs, t.payload)
 	}
 	return DrainResult{}, fmt.Errorf("unknown contender %q", name)
+}
+
+// alternated calls fn for each of n contenders in each of rounds rounds;
+// the contender that goes first moves on by one each round, so that none
+// always meets the machine first (or last).
+func alternated(rounds, n int, fn func(round, contender int) error) error {
+	for round := range rounds {
+		for i := range n {
+			if err := fn(round, (i+round)%n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // median is the round with the median throughput (rate).

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"reflect"
 	"strings"
@@ -297,5 +298,27 @@ func TestPeerRowsTargets(t *testing.T) {
 		if verdicts[what] != v {
 			t.Errorf("%q: %q, want %q (rows %v)", what, verdicts[what], v, verdicts)
 		}
+	}
+}
+
+// Each contender goes first once in as many rounds as there are
+// contenders, and the first error stops the rounds.
+func TestAlternatedMovesWhoGoesFirst(t *testing.T) {
+	t.Parallel()
+	var order []int
+	err := alternated(3, 3, func(_, c int) error { order = append(order, c); return nil })
+	if want := []int{0, 1, 2, 1, 2, 0, 2, 0, 1}; err != nil || !reflect.DeepEqual(order, want) {
+		t.Errorf("order %v, %v; want %v", order, err, want)
+	}
+	calls := 0
+	stop := errors.New("stop")
+	if err := alternated(3, 2, func(round, _ int) error {
+		calls++
+		if round == 1 {
+			return stop
+		}
+		return nil
+	}); err != stop || calls != 3 {
+		t.Errorf("%d calls, %v; want 3, stop", calls, err)
 	}
 }
