@@ -63,6 +63,16 @@ type Growth struct {
 	Rounds     int         `json:"rounds,omitempty"`
 }
 
+// S2WithoutHistory is the median of the drains on a fresh database that
+// S2's on the history alternated with, the figure S5's S2 is judged
+// against; false when the report has none.
+func (g Growth) S2WithoutHistory() (DrainResult, bool) {
+	if len(g.S2Base) == 0 {
+		return DrainResult{}, false
+	}
+	return median(g.S2Base, drainRate), true
+}
+
 // Row is one line of the table: a figure, and against its baseline the
 // ratio and the target's verdict. Verdicts report; they never fail a run.
 type Row struct {

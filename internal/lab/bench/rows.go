@@ -115,8 +115,7 @@ func rows(st Stages, s Sizes) []Row {
 	if st.S5.History > 0 {
 		g := st.S5
 		base, baseName := one.PerSecond, "S2 1 relay"
-		if len(g.S2Base) > 0 {
-			m := median(g.S2Base, drainRate)
+		if m, ok := g.S2WithoutHistory(); ok {
 			what, spread := drainRounds(g.S2Base)
 			out = append(out, Row{Stage: "S5", What: "S2 without history, 1 relay" + what, Figure: rate(m.PerSecond, "events/s") + spread})
 			base, baseName = m.PerSecond, "without history"
