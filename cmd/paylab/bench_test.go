@@ -166,3 +166,28 @@ func TestBenchQuick(t *testing.T) {
 		return true
 	})
 }
+
+// --stages runs what the stages named need and nothing else: B3 and S3
+// read the topic S2's drains fill, so --stages B3,S3 drains it first.
+func TestBenchStagesRunWhatTheyNeed(t *testing.T) {
+	t.Parallel()
+	bin := testenv.BuildServices(t)
+	results := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, []string{"bench", "--quick", "--stages", "B3,S3", "--bin", bin, "--out", results, "--json"}, &out); err != nil {
+		t.Fatalf("paylab bench --quick --stages B3,S3: %v\n%s", err, out.String())
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out.String())
+	}
+	st := rep.Stages
+	if st.B3.PerSecond <= 0 || st.S3.PerSecond <= 0 || st.S3.Events == 0 {
+		t.Errorf("B3 %+v, S3 %+v: want both measured on the drained backlog", st.B3, st.S3)
+	}
+	if len(st.B1) != 0 || len(st.S1) != 0 || len(st.C1) != 0 || len(st.S4) != 0 || st.S5.History != 0 {
+		t.Errorf("stages that were not asked for ran: B1 %d, S1 %d, C1 %d, S4 %d, S5 history %d", len(st.B1), len(st.S1), len(st.C1), len(st.S4), st.S5.History)
+	}
+}

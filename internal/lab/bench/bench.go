@@ -119,7 +119,8 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			st.B2, err = e.rawProduce(ctx, events, topic)
 			return err
 		}},
-		{"S2 relay drain", []string{"S2"}, func() error {
+		// B3 and S3 read the topic the drains fill.
+		{"S2 relay drain", []string{"S2", "B3", "S3"}, func() error {
 			for _, run := range []struct {
 				b backlog
 				n int

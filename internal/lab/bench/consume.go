@@ -52,12 +52,24 @@ func (e *env) rawConsume(ctx context.Context, topic string, n int) (ConsumeResul
 		}
 		consumed <- nil
 	}()
-	select {
-	case <-h.done:
-	case err := <-consumed:
-		return ConsumeResult{}, fmt.Errorf("consuming %s: %w", topic, err)
-	case <-ctx.Done():
-		return ConsumeResult{}, ctx.Err()
+	idle := time.After(firstEventWithin)
+wait:
+	for {
+		select {
+		case <-h.done:
+			break wait
+		case err := <-consumed:
+			return ConsumeResult{}, fmt.Errorf("consuming %s: %w", topic, err)
+		case <-idle:
+			h.mu.Lock()
+			got := h.count
+			h.mu.Unlock()
+			if got == 0 {
+				return ConsumeResult{}, fmt.Errorf("no message of %s arrived in %s", topic, firstEventWithin)
+			}
+		case <-ctx.Done():
+			return ConsumeResult{}, ctx.Err()
+		}
 	}
 	cancel()
 	<-consumed
@@ -103,6 +115,10 @@ func (h *countingHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim s
 	}
 }
 
+// firstEventWithin is how long B3 and S3 wait for their first event before
+// they give up: on an empty topic they would wait for ever.
+const firstEventWithin = 2 * time.Minute
+
 // ledgerConsume is S3: the ledger (the binary, inbox on, default settings)
 // consumes the topic from the start into a fresh database until it has
 // applied n events, or for window after its first and at least minOps,
@@ -131,6 +147,7 @@ func (e *env) ledgerConsume(ctx context.Context, stage, topic string, n int, win
 		return c, err
 	}
 	var deadline time.Time
+	idle := time.Now().Add(firstEventWithin)
 	for {
 		c, err := applied()
 		if err != nil {
@@ -138,6 +155,9 @@ func (e *env) ledgerConsume(ctx context.Context, stage, topic string, n int, win
 		}
 		if c > 0 && deadline.IsZero() {
 			deadline = time.Now().Add(window)
+		}
+		if c == 0 && time.Now().After(idle) {
+			return ConsumeResult{}, fmt.Errorf("the ledger applied no event of %s in %s (log: %s)", topic, firstEventWithin, ledger.LogPath)
 		}
 		if c >= n || (!deadline.IsZero() && time.Now().After(deadline) && c >= minOps) {
 			break
