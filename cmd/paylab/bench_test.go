@@ -25,15 +25,9 @@ import (
 // and the run leaves no database or role behind.
 func TestBenchQuick(t *testing.T) {
 	t.Parallel()
-	bin := testenv.BuildServices(t)
-	results := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	results, printed := benchQuick(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var out bytes.Buffer
-	if err := run(ctx, []string{"bench", "--quick", "--bin", bin, "--out", results}, &out); err != nil {
-		t.Fatalf("paylab bench --quick: %v\n%s", err, out.String())
-	}
-	printed := out.String()
 
 	files, _ := filepath.Glob(filepath.Join(results, "bench-*.json"))
 	if len(files) != 1 {
@@ -171,17 +165,10 @@ func TestBenchQuick(t *testing.T) {
 // read the topic S2's drains fill, so --stages B3,S3 drains it first.
 func TestBenchStagesRunWhatTheyNeed(t *testing.T) {
 	t.Parallel()
-	bin := testenv.BuildServices(t)
-	results := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	if err := run(ctx, []string{"bench", "--quick", "--stages", "B3,S3", "--bin", bin, "--out", results, "--json"}, &out); err != nil {
-		t.Fatalf("paylab bench --quick --stages B3,S3: %v\n%s", err, out.String())
-	}
+	_, printed := benchQuick(t, "--stages", "B3,S3", "--json")
 	var rep bench.Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("report: %v\n%s", err, out.String())
+	if err := json.Unmarshal([]byte(printed), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, printed)
 	}
 	st := rep.Stages
 	if st.B3.PerSecond <= 0 || st.S3.PerSecond <= 0 || st.S3.Events == 0 {
@@ -190,4 +177,20 @@ func TestBenchStagesRunWhatTheyNeed(t *testing.T) {
 	if len(st.B1) != 0 || len(st.S1) != 0 || len(st.C1) != 0 || len(st.S4) != 0 || st.S5.History != 0 {
 		t.Errorf("stages that were not asked for ran: B1 %d, S1 %d, C1 %d, S4 %d, S5 history %d", len(st.B1), len(st.S1), len(st.C1), len(st.S4), st.S5.History)
 	}
+}
+
+// benchQuick runs paylab bench --quick with args against freshly built
+// services, and returns the folder it wrote to and what it printed.
+func benchQuick(t *testing.T, args ...string) (results, printed string) {
+	t.Helper()
+	bin := testenv.BuildServices(t)
+	results = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	args = append([]string{"bench", "--quick", "--bin", bin, "--out", results}, args...)
+	if err := run(ctx, args, &out); err != nil {
+		t.Fatalf("paylab %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return results, out.String()
 }
