@@ -148,11 +148,11 @@ example-test: env-up ## test examples/shop, a separate module adopting pkg/outbo
 	@cd examples/shop && go test -count=1 ./...
 
 .PHONY: bench
-bench: env-up build ## measure each stage against a raw baseline, as ratios (about 20 minutes; JSON in results/)
+bench: env-up build ## measure each stage against a raw baseline, as ratios (about 25 minutes; JSON in results/)
 	@bin/paylab bench
 
 .PHONY: bench-peers
-bench-peers: env-up build ## make bench, plus Watermill and Debezium on the same PostgreSQL and Kafka and the drains of 100 000 and 1 000 000 events (about 50 minutes; needs Maven)
+bench-peers: env-up build ## make bench, plus Watermill and Debezium on the same PostgreSQL and Kafka and the drains of 100 000 and 1 000 000 events (45–55 minutes; needs Maven)
 	@bin/paylab bench --peers
 
 .PHONY: test
