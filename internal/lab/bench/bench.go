@@ -274,9 +274,9 @@ func (e *env) growth(ctx context.Context, st *Stages, s Sizes, best float64) err
 		return fmt.Errorf("checkpoint after the seed: %w", err)
 	}
 	g.SeedSeconds = time.Since(t).Seconds()
-	// S2 on the history, alternated with S2 on a fresh database: one drain
-	// right after the seed's checkpoint, against S2 of half an hour before,
-	// measured 0.75-1.04 across runs.
+	// S2 on the history, alternated with S2 on a fresh database: a single
+	// drain right after the seed's checkpoint, against S2 of half an hour
+	// before, measured 0.75-1.04 across runs.
 	freshURL, err := e.database(ctx, "s5s2", "orders")
 	if err != nil {
 		return err

@@ -59,21 +59,18 @@ func (e *env) captures(ctx context.Context, s Sizes) (raw, floor, api []CaptureR
 	contenders := []string{captureRaw, captureFloor, captureAPI}
 	out := map[string]*[]CaptureResult{captureRaw: &raw, captureFloor: &floor, captureAPI: &api}
 	for _, c := range s.Concurrency {
-		rounds := map[string][]CaptureResult{}
-		err := alternated(s.Rounds, len(contenders), func(round, i int) error {
-			name := contenders[i]
+		rounds, err := alternatedByName(s.Rounds, contenders, func(round int, name string) (CaptureResult, error) {
 			r, err := e.capture(ctx, s, name, c, round)
 			if err != nil {
-				return fmt.Errorf("%s, concurrency %d: %w", name, c, err)
+				return r, fmt.Errorf("%s, concurrency %d: %w", name, c, err)
 			}
-			rounds[name] = append(rounds[name], r)
-			return nil
+			return r, nil
 		})
 		if err != nil {
 			return raw, floor, api, err
 		}
 		for _, name := range contenders {
-			m, lo, hi := medianSpread(rounds[name], func(r CaptureResult) float64 { return r.PerSecond })
+			m, lo, hi := medianSpread(rounds[name], captureRate)
 			m.Rounds, m.MinPerSecond, m.MaxPerSecond = len(rounds[name]), lo, hi
 			*out[name] = append(*out[name], m)
 		}

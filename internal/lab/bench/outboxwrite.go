@@ -77,22 +77,19 @@ func (e *env) outboxWrites(ctx context.Context, s Sizes, watermill writePeer) ([
 	}
 	var out []WriteResult
 	for _, c := range s.Concurrency {
-		rounds := map[string][]CaptureResult{}
-		err := alternated(s.Rounds, len(contenders), func(round, i int) error {
-			name := contenders[i]
+		rounds, err := alternatedByName(s.Rounds, contenders, func(round int, name string) (CaptureResult, error) {
 			r, err := e.outboxWrite(ctx, s, name, c, round, watermill)
 			if err != nil {
-				return fmt.Errorf("C1 %s, concurrency %d: %w", name, c, err)
+				return r, fmt.Errorf("C1 %s, concurrency %d: %w", name, c, err)
 			}
-			rounds[name] = append(rounds[name], r)
-			return nil
+			return r, nil
 		})
 		if err != nil {
 			return out, err
 		}
 		for _, name := range contenders {
 			w := WriteResult{Contender: name}
-			w.CaptureResult, w.MinPerSecond, w.MaxPerSecond = medianSpread(rounds[name], func(r CaptureResult) float64 { return r.PerSecond })
+			w.CaptureResult, w.MinPerSecond, w.MaxPerSecond = medianSpread(rounds[name], captureRate)
 			w.Rounds = len(rounds[name])
 			out = append(out, w)
 		}

@@ -89,16 +89,13 @@ func (e *env) peerDrains(ctx context.Context, t peerTools, s Sizes) ([]PeerDrain
 			contenders = append(contenders, drainWatermill)
 		}
 		rounds := s.PeerRounds
-		results := map[string][]DrainResult{}
-		err := alternated(rounds, len(contenders), func(_, i int) error {
-			name := contenders[i]
+		results, err := alternatedByName(rounds, contenders, func(_ int, name string) (DrainResult, error) {
 			r, err := e.peerDrain(ctx, t, name, n, txs)
 			if err != nil {
-				return fmt.Errorf("%s drain of %d: %w", name, n, err)
+				return r, fmt.Errorf("%s drain of %d: %w", name, n, err)
 			}
 			fmt.Fprintf(e.cfg.Log, "bench:   %s drained %d in %.1fs: %.0f events/s\n", name, n, r.Seconds, r.PerSecond)
-			results[name] = append(results[name], r)
-			return nil
+			return r, nil
 		})
 		if err != nil {
 			return out, err
@@ -141,6 +138,21 @@ func alternated(rounds, n int, fn func(round, contender int) error) error {
 		}
 	}
 	return nil
+}
+
+// alternatedByName runs the named contenders as alternated does and returns
+// each one's results, in the order of its rounds.
+func alternatedByName[T any](rounds int, names []string, run func(round int, name string) (T, error)) (map[string][]T, error) {
+	out := map[string][]T{}
+	err := alternated(rounds, len(names), func(round, i int) error {
+		r, err := run(round, names[i])
+		if err != nil {
+			return err
+		}
+		out[names[i]] = append(out[names[i]], r)
+		return nil
+	})
+	return out, err
 }
 
 // median is the round with the median throughput (rate).

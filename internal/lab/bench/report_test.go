@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -320,5 +321,11 @@ func TestAlternatedMovesWhoGoesFirst(t *testing.T) {
 		return nil
 	}); err != stop || calls != 3 {
 		t.Errorf("%d calls, %v; want 3, stop", calls, err)
+	}
+	byName, err := alternatedByName(2, []string{"a", "b"}, func(round int, name string) (string, error) {
+		return fmt.Sprintf("%s%d", name, round), nil
+	})
+	if want := map[string][]string{"a": {"a0", "a1"}, "b": {"b0", "b1"}}; err != nil || !reflect.DeepEqual(byName, want) {
+		t.Errorf("by name %v, %v; want %v", byName, err, want)
 	}
 }

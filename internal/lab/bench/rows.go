@@ -131,8 +131,10 @@ func rows(st Stages, s Sizes) []Row {
 	return out
 }
 
-// drainRate is a drain's rate, for median and medianSpread.
-func drainRate(d DrainResult) float64 { return d.PerSecond }
+// drainRate and captureRate are a drain's and a capture's rate, for median
+// and medianSpread.
+func drainRate(d DrainResult) float64     { return d.PerSecond }
+func captureRate(c CaptureResult) float64 { return c.PerSecond }
 
 // drainRounds says, of several drains, that a row is their median, and gives
 // the slowest and fastest after its rate.
