@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -138,25 +137,25 @@ func randomBytes(n int) []byte {
 	return b
 }
 
-// rolesMu serialises bootstrapRoles: PostgreSQL refuses two concurrent
-// ALTER ROLE of one role ("tuple concurrently updated").
-var rolesMu sync.Mutex
-
 // bootstrapRoles makes sure the services' roles exist on the stack, as a
-// local deployment expects of its servers.
+// local deployment expects of its servers, under the lock every test takes
+// to alter them.
 func bootstrapRoles(t *testing.T, ctx context.Context) {
 	t.Helper()
-	rolesMu.Lock()
-	defer rolesMu.Unlock()
 	conn, err := pgx.Connect(ctx, testenv.AdminURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	for _, db := range migrate.Defaults() {
-		if err := migrate.EnsureRole(ctx, conn, db.Role, db.Password); err != nil {
-			t.Fatal(err)
+	if err := testenv.WithRolesLocked(ctx, conn, func() error {
+		for _, db := range migrate.Defaults() {
+			if err := migrate.EnsureRole(ctx, conn, db.Role, db.Password); err != nil {
+				return err
+			}
 		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
@@ -267,14 +266,7 @@ func runRelay(t *testing.T, pool *pgxpool.Pool, url, mode string) {
 func setupWAL(t *testing.T, pool *pgxpool.Pool, cfg outbox.WALConfig) {
 	t.Helper()
 	ctx := testenv.Context(t)
-	admin, err := pgx.Connect(ctx, testenv.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, "ALTER ROLE orders REPLICATION"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.GrantReplication(t, ctx, "orders")
 	if err := outbox.SetupWAL(ctx, pool, cfg); err != nil {
 		t.Fatal(err)
 	}

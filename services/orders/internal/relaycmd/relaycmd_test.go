@@ -256,14 +256,7 @@ func TestRelayProcess(t *testing.T) {
 func TestRelayProcessWALMode(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	admin, err := pgx.Connect(ctx, testenv.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, "ALTER ROLE orders REPLICATION"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.GrantReplication(t, ctx, "orders")
 	pool, dbURL := testenv.NewPool(t, "orders")
 	topic := testenv.NewTopic(t, 1)
 	slot := walSlot(t, pool)
@@ -354,14 +347,7 @@ func TestRelayProcessRefusesTheIDOfARunningRelay(t *testing.T) {
 func TestRelayProcessModesTakeTurns(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
-	admin, err := pgx.Connect(ctx, testenv.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, "ALTER ROLE orders REPLICATION"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.GrantReplication(t, ctx, "orders")
 	pool, dbURL := testenv.NewPool(t, "orders")
 	topic := testenv.NewTopic(t, 1)
 	slot := walSlot(t, pool)
